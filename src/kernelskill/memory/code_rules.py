@@ -1,0 +1,347 @@
+"""Rule-based extractors for the code features declared in knowledge/code_features.yaml (mode: rule).
+
+Each extractor reads a SourceView and returns the feature's value. They are deliberately simple pattern checks:
+CUDA kernels are matched with regular expressions over comment-free C++ text, Triton kernels are walked as Python
+syntax trees. The YAML `cuda:` / `triton:` text of each feature says, in words, what is matched here; the two must
+be kept in step (the knowledge-base loader checks that every rule feature has an extractor and vice versa).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+
+from kernelskill.memory.codeview import SourceView
+
+Rule = Callable[[SourceView], bool | int | str]
+
+_TL_REDUCE = {"sum", "max", "min", "reduce", "argmax", "argmin", "xor_sum", "cumsum", "cumprod", "associative_scan"}
+_TL_TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "sin", "cos", "sqrt", "sqrt_rn", "rsqrt", "sigmoid", "erf",
+                      "tanh", "pow", "fast_expf", "fast_logf"}  # fmt: skip
+_CUDA = {
+    "tensor_cores": r"\bwmma::|\bmma_sync\b|\bmma\.sync\b|\bwgmma\b|\bcute::|\bcutlass::|__hmma|\bmma\.m\d+n\d+",
+    "low_precision": r"\b(half2?|__half2?|__nv_bfloat162?|nv_bfloat162?|__nv_fp8\w*|at::Half|at::BFloat16"
+                     r"|torch::kHalf|torch::kBFloat16|kFloat16|kBFloat16)\b",
+    "vector": r"\b(float[24]|int[24]|uint[24]|double2|half2|__half2|__nv_bfloat162|longlong2|char4|uchar4)\b"
+              r"|ld\.global(\.nc)?\.v[248]",
+    "guard": r"\bif\s*\([^;{]*(<|>=|<=|>)[^;{]*\)",
+    "ceil_div": r"\(\s*[\w.\->]+\s*\+\s*[\w.\->()]+\s*-\s*1\s*\)\s*/|\bcdiv\b|\bceil_div\b|\bDIV_UP\b",
+    "remainder": r"%\s*(2|4|8|16)\b|&\s*(1|3|7|15)\b",
+    "transcendental": r"\b(?:__)?(?:expf?|exp2f?|expm1f?|logf?|log2f?|log1pf?|sinf?|cosf?|tanf?|tanhf?|erff?|"
+                      r"erfcf?|powf?|sqrtf?|rsqrtf?|cbrtf?|__fdividef|hexp|hlog|h2exp|h2log)\s*\(",
+    "window_loop": r"for\s*\(\s*(?:int|unsigned|size_t|int64_t)?\s*(kh|kw|ky|kx|kd|dy|dx|fy|fx|r|s|ki|kj)\s*=",
+    "reduction": r"__shfl\w*_sync|\batomicAdd\b|cg::reduce|__reduce_\w+_sync|\b(Block|Warp)Reduce\b|cub::\w*Reduce",
+    "tree": r">>=\s*1|/=\s*2|>>\s*1\s*;",
+    "warp": r"__shfl\w*_sync|__reduce_\w+_sync|cg::reduce|cooperative_groups::reduce|\bWarpReduce\b|__ballot_sync"
+            r"|__any_sync|__all_sync|__match_\w+_sync|tiled_partition",
+    "atomics": r"\batomic(Add|Sub|Max|Min|Exch|CAS|And|Or|Xor|Inc|Dec)\w*\s*\(|\bred\.global",
+    "sm_count": r"multiProcessorCount|cudaDevAttrMultiProcessorCount|multi_processor_count|\bnum_sms\b|\bNUM_SMS\b",
+    "grid_stride": r"\+=\s*(blockDim\.\w\s*\*\s*gridDim\.\w|gridDim\.\w\s*\*\s*blockDim\.\w|gridDim\.\w)",
+    "pipelined": r"cp\.async|__pipeline_memcpy_async|cuda::memcpy_async|cuda::pipeline|\bcp_async\w*|cuTensorMap"
+                 r"|__pipeline_commit|\[\s*2\s*\]\s*\[",
+    "vendor": r"\bcublas\w*|\bcudnn\w*|\b(at|torch)::(matmul|mm|bmm|addmm|conv\w*|linear)\b",
+    "occupancy_api": r"cudaOccupancyMaxPotentialBlockSize|cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+}  # fmt: skip
+_HOST = {
+    "graphs": r"torch\.cuda\.graph\b|CUDAGraph|make_graphed_callables|cudaGraph\w*|cudaStreamBeginCapture"
+              r"|mode\s*=\s*[\"']reduce-overhead",
+    "sync": r"\.item\(\)|\.cpu\(\)|\.tolist\(\)|\.numpy\(\)|torch\.cuda\.synchronize|\.synchronize\(\)"
+            r"|cudaDeviceSynchronize|cudaStreamSynchronize|\bprint\(",
+    "dynamic_shape": r"\b(nonzero|masked_select|unique|unique_consecutive|bincount|repeat_interleave)\s*\(",
+    "vendor": r"\btorch\.(matmul|mm|bmm|addmm|baddbmm|einsum|conv\w*|nn\.functional\.(linear|conv\w*))\s*\("
+              r"|\bF\.(linear|conv\w*|scaled_dot_product_attention)\s*\(|[\w)\]]\s@\s[\w(]"
+              r"|\.(matmul|mm|bmm)\s*\(",
+    "low_precision": r"\btorch\.(float16|half|bfloat16|float8\w*)\b|\.half\(\)|\.bfloat16\(\)",
+}  # fmt: skip
+
+
+def _any(pattern: str, *texts: str) -> bool:
+    return any(re.search(pattern, t) for t in texts)
+
+
+# ---- Triton helpers (syntax trees of @triton.jit functions) ------------------------------------------------------
+
+
+def _tl_calls(node: ast.AST) -> list[tuple[str, ast.Call]]:
+    """('tl.dot', call) for calls on the tl module; ('.sum', call) for tensor methods."""
+    out = []
+    for c in ast.walk(node):
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute):
+            base = ast.unparse(c.func.value)
+            is_tl = base in ("tl", "triton.language", "tl.math", "libdevice", "tl.extra.cuda.libdevice")
+            out.append(((f"tl.{c.func.attr}" if is_tl else f".{c.func.attr}"), c))
+    return out
+
+
+def _tl_names(node: ast.AST) -> set[str]:
+    return {name for name, _ in _tl_calls(node)}
+
+
+def _loops(node: ast.AST) -> list[ast.For | ast.While]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.For | ast.While)]
+
+
+def _distinct_product(node: ast.AST) -> bool:
+    """a * b with two different, non-constant operands (x * x is a sum of squares, not a dot product)."""
+    for m in ast.walk(node):
+        if isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mult):
+            if ast.unparse(m.left) != ast.unparse(m.right) and not (
+                isinstance(m.left, ast.Constant) or isinstance(m.right, ast.Constant)
+            ):
+                return True
+    return False
+
+
+def _is_mac(node: ast.AST) -> bool:
+    """A multiply-accumulate: acc += a * b, tl.sum(a * b), or tl.dot."""
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+        return _distinct_product(node.value)
+    if isinstance(node, ast.Call):
+        callee = ast.unparse(node.func)
+        return callee == "tl.dot" or (callee == "tl.sum" and bool(node.args) and _distinct_product(node.args[0]))
+    return False
+
+
+def _tl_dot_in_loop(k: ast.FunctionDef) -> bool:
+    return any("tl.dot" in _tl_names(loop) for loop in _loops(k))
+
+
+def _tl_mac_loop(k: ast.FunctionDef) -> bool:
+    return any(_is_mac(n) for loop in _loops(k) for n in ast.walk(loop))
+
+
+def _tl_ieee_only(k: ast.FunctionDef) -> bool:
+    dots = [c for name, c in _tl_calls(k) if name == "tl.dot"]
+    for c in dots:
+        kws = {kw.arg: ast.unparse(kw.value) for kw in c.keywords}
+        if kws.get("input_precision", "").strip("'\"") != "ieee" and kws.get("allow_tf32") != "False":
+            return False
+    return bool(dots)
+
+
+def _tl_strided_fast_axis(k: ast.FunctionDef) -> bool:
+    """A load/store pointer whose fastest axis is a tl.arange scaled by a stride (not contiguous)."""
+    derived: set[str] = set()
+    for n in ast.walk(k):  # names computed from tl.arange (one pass in source order is enough for kernels)
+        if isinstance(n, ast.Assign) and ("tl.arange" in ast.unparse(n.value) or _reads(n.value, derived)):
+            derived |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    for name, call in _tl_calls(k):
+        if name not in ("tl.load", "tl.store") or not call.args:
+            continue
+        for m in ast.walk(call.args[0]):
+            if isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mult):
+                for side, other in ((m.left, m.right), (m.right, m.left)):
+                    row_axis = isinstance(side, ast.Subscript) and ast.unparse(side.slice).replace(" ", "") == ":,None"
+                    arange = "tl.arange" in ast.unparse(side) or _reads(side, derived)
+                    if arange and not row_axis and not (isinstance(other, ast.Constant) and other.value == 1):
+                        return True
+    return False
+
+
+def _reads(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _tl_masked(k: ast.FunctionDef) -> bool:
+    for name, call in _tl_calls(k):
+        if name in ("tl.load", "tl.store") and (len(call.args) >= 3 or any(
+            kw.arg in ("mask", "boundary_check") for kw in call.keywords
+        )):  # fmt: skip
+            return True
+    return False
+
+
+def _tl_reduces(k: ast.FunctionDef) -> bool:
+    return any(name.split(".")[-1] in _TL_REDUCE for name in _tl_names(k))
+
+
+# ---- the rules -----------------------------------------------------------------------------------------------------
+
+
+def _per_backend(cuda: Callable[[SourceView], bool], triton: Callable[[SourceView], bool]) -> Rule:
+    def rule(v: SourceView) -> bool:
+        if v.backend == "cuda":
+            return cuda(v)
+        if v.backend == "triton":
+            return triton(v)
+        return False  # a plain PyTorch candidate has no kernels of its own
+
+    return rule
+
+
+def _cuda_mac(kernel: str) -> bool:
+    if "for" not in kernel:
+        return False
+    loop_vars = set(re.findall(r"for\s*\(\s*(?:int|unsigned|size_t|int64_t|long)?\s*(\w+)\s*=", kernel))
+    for lhs, rhs in re.findall(r"([\w\[\]\s.+*-]+?)\s*\+=\s*([^;]+);", kernel):
+        if lhs.strip() in loop_vars or re.search(r"blockDim|gridDim|stride", rhs):
+            continue
+        if re.search(r"\]\s*\*\s*[\w(]|\*\s*[A-Za-z_]\w*\s*\[", rhs) or re.search(r"\bfmaf?\s*\(|__fmaf?_r\w\s*\(", rhs):
+            return True
+    return bool(re.search(r"\bfmaf?\s*\(|__fmaf?_r\w\s*\(", kernel) and "for" in kernel)
+
+
+def _cuda_gemm(kernel: str) -> bool:
+    if re.search(_CUDA["tensor_cores"], kernel):
+        return True
+    # two different arrays multiplied inside an accumulation: acc += A[..] * B[..] (or As[..][..] * Bs[..][..])
+    return _cuda_mac(kernel) and bool(re.search(r"(\w+)\s*(\[[^\]]*\])+\s*\*\s*(?!\1\b)\w+\s*\[", kernel))
+
+
+def _shared_tiling(v: SourceView) -> bool:
+    return _per_backend(
+        lambda v: any("__shared__" in k and "__syncthreads" in k and "for" in k for k in v.cuda_kernels),
+        lambda v: any(_tl_dot_in_loop(k) for k in v.triton_kernels),
+    )(v)
+
+
+def _tensor_cores(v: SourceView) -> bool:
+    return _per_backend(
+        lambda v: _any(_CUDA["tensor_cores"], v.cuda),
+        lambda v: any("tl.dot" in _tl_names(k) and (not _tl_ieee_only(k) or _low_precision(v)) for k in v.triton_kernels),
+    )(v)
+
+
+def _low_precision(v: SourceView) -> bool:
+    triton = any(re.search(r"\btl\.(float16|bfloat16|float8\w*)\b", s) for s in v.triton_sources)
+    return _any(_CUDA["low_precision"], v.cuda) or triton or _any(_HOST["low_precision"], v.host)
+
+
+def _gemm_like(v: SourceView) -> bool:
+    return _per_backend(
+        lambda v: any(_cuda_gemm(k) for k in v.cuda_kernels),
+        lambda v: any("tl.dot" in _tl_names(k) or _tl_mac_loop(k) for k in v.triton_kernels),
+    )(v)
+
+
+def _register_tiling(v: SourceView) -> bool:
+    def cuda(v: SourceView) -> bool:
+        for k in v.cuda_kernels:
+            for line in k.splitlines():
+                m = re.search(r"\b(?:float|double|half|__half|int|float2|float4)\s+(\w+)\s*\[\s*\w+\s*\]", line)
+                if m and "__shared__" not in line and re.search(rf"\b{m.group(1)}\s*(\[[^\]]*\])+\s*\+=", k):
+                    return True
+        return False
+
+    def triton(v: SourceView) -> bool:
+        return any(re.search(r"tl\.zeros\(\s*\(\s*\w+\s*,\s*\w+\s*\)", s) for s in v.triton_sources) or any(
+            "tl.dot" in _tl_names(k) for k in v.triton_kernels
+        )
+
+    return _per_backend(cuda, triton)(v)
+
+
+def _reduction(v: SourceView) -> bool:
+    return _per_backend(
+        lambda v: any(re.search(_CUDA["reduction"], k) or ("__shared__" in k and re.search(_CUDA["tree"], k))
+                      for k in v.cuda_kernels),  # fmt: skip
+        lambda v: any(_tl_reduces(k) for k in v.triton_kernels),
+    )(v)
+
+
+def _stencil(v: SourceView) -> bool:
+    def named(names: list[str]) -> bool:
+        return any(re.search(r"conv|stencil|pool|laplac", n, re.IGNORECASE) for n in names)
+
+    def cuda(v: SourceView) -> bool:
+        names = re.findall(r"__global__\s+void\s+(\w+)", v.cuda)
+        neighbours = any(re.search(r"[+-]\s*1\s*\]", k) and re.search(r"-\s*1\s*\]", k) for k in v.cuda_kernels)
+        return named(names) or _any(_CUDA["window_loop"], v.cuda) or neighbours
+
+    def triton(v: SourceView) -> bool:
+        window = any(re.search(r"\bfor\s+(kh|kw|ky|kx|kd|dy|dx|r|s)\s+in\b", s) for s in v.triton_sources)
+        return named([k.name for k in v.triton_kernels]) or window
+
+    return _per_backend(cuda, triton)(v)
+
+
+def _transcendental_heavy(v: SourceView) -> bool:
+    def triton(v: SourceView) -> bool:
+        calls = [n for k in v.triton_kernels for n in _tl_names(k) if n.startswith("tl.")]
+        return sum(1 for n in calls if n.split(".")[-1] in _TL_TRANSCENDENTAL) + sum(
+            len(re.findall(r"libdevice\.\w+\(", s)) for s in v.triton_sources
+        ) >= 2
+
+    return _per_backend(lambda v: sum(len(re.findall(_CUDA["transcendental"], k)) for k in v.cuda_kernels) >= 2,
+                        triton)(v)  # fmt: skip
+
+
+def _pointwise(v: SourceView) -> bool:
+    if not v.kernels:
+        return False
+    shared = any("__shared__" in k for k in v.cuda_kernels)
+    return not (shared or _reduction(v) or _gemm_like(v) or _stencil(v) or RULES["atomics"](v))
+
+
+def _vectorized(v: SourceView) -> bool:
+    def triton(v: SourceView) -> bool:
+        hinted = any(re.search(r"make_block_ptr|make_tensor_descriptor|max_contiguous|multiple_of", s)
+                     for s in v.triton_sources)  # fmt: skip
+        loads = any("tl.load" in _tl_names(k) for k in v.triton_kernels)
+        return hinted or (loads and not any(_tl_strided_fast_axis(k) for k in v.triton_kernels))
+
+    return _per_backend(lambda v: _any(_CUDA["vector"], v.cuda), triton)(v)
+
+
+def _bounds(v: SourceView) -> bool:
+    return _per_backend(lambda v: any(re.search(_CUDA["guard"], k) for k in v.cuda_kernels),
+                        lambda v: any(_tl_masked(k) for k in v.triton_kernels))(v)  # fmt: skip
+
+
+def _tail(v: SourceView) -> bool:
+    return _per_backend(
+        lambda v: _bounds(v) and (_any(_CUDA["ceil_div"], v.cuda, v.host) or _any(_CUDA["remainder"], v.cuda)),
+        lambda v: _bounds(v) and _any(r"\bcdiv\s*\(", v.text),
+    )(v)
+
+
+def _persistent(v: SourceView) -> bool:
+    return _per_backend(
+        lambda v: _any(_CUDA["sm_count"], v.cuda, v.host) or _any(_CUDA["grid_stride"], v.cuda),
+        lambda v: _any(r"tl\.num_programs\(", *v.triton_sources) and any(_loops(k) for k in v.triton_kernels)
+        or _any(_CUDA["sm_count"], v.text),
+    )(v)
+
+
+def _host_sync(v: SourceView) -> bool:
+    return _any(_HOST["sync"], v.host) or _any(r"cudaDeviceSynchronize|cudaMemcpy\s*\(", v.cuda)
+
+
+RULES: dict[str, Rule] = {
+    "backend": lambda v: v.backend,
+    "kernel_count": lambda v: len(v.kernels),
+    "launch_sites_per_forward": lambda v: v.launch_sites,
+    "multiple_kernels_per_forward": lambda v: v.launch_sites > 1 or v.launch_in_loop,
+    "shared_memory_tiling": _shared_tiling,
+    "has_k_loop": _per_backend(lambda v: any(_cuda_mac(k) for k in v.cuda_kernels),
+                               lambda v: any(_tl_mac_loop(k) or _tl_dot_in_loop(k) for k in v.triton_kernels)),
+    "uses_tensor_cores": _tensor_cores,
+    "low_precision_dtype": _low_precision,
+    "vectorized_access": _vectorized,
+    "bounds_checks": _bounds,
+    "tail_handling": _tail,
+    "pointwise": _pointwise,
+    "transcendental_heavy": _transcendental_heavy,
+    "gemm_like": _gemm_like,
+    "naive_gemm": lambda v: _gemm_like(v) and not _shared_tiling(v) and not _tensor_cores(v)
+    and not any("tl.dot" in _tl_names(k) for k in v.triton_kernels),
+    "stencil_or_conv": _stencil,
+    "reduction": _reduction,
+    "warp_level_primitives": _per_backend(lambda v: _any(_CUDA["warp"], v.cuda),
+                                          lambda v: any(_tl_reduces(k) for k in v.triton_kernels)),
+    "atomics": _per_backend(lambda v: _any(_CUDA["atomics"], v.cuda),
+                            lambda v: any(n.startswith("tl.atomic_") for k in v.triton_kernels for n in _tl_names(k))),
+    "uses_cuda_graphs": lambda v: _any(_HOST["graphs"], v.text, v.cuda),
+    "host_sync_in_forward": _host_sync,
+    "cuda_graph_eligible": lambda v: not _host_sync(v) and not _any(_HOST["dynamic_shape"], v.host),
+    "autotuned": _per_backend(lambda v: _any(_CUDA["occupancy_api"], v.cuda),
+                              lambda v: _any(r"triton\.autotune\b|@autotune\b", v.text)),
+    "persistent_grid": _persistent,
+    "software_pipelined": _per_backend(
+        lambda v: _any(_CUDA["pipelined"], v.cuda),
+        lambda v: _any(r"num_stages\s*=\s*([2-9]|\d\d)|make_tensor_descriptor|TensorDescriptor", v.text),
+    ),
+    "calls_vendor_library": lambda v: _any(_HOST["vendor"], v.host) or _any(_CUDA["vendor"], v.cuda),
+    "register_tiling": _register_tiling,
+}  # fmt: skip

@@ -1,0 +1,186 @@
+"""A candidate's source split into the parts the rule-based feature extractors look at.
+
+A candidate is a Python file. CUDA kernels live in string literals passed to `load_inline`; Triton kernels are
+`@triton.jit` functions; the host side is `ModelNew.forward` plus the module-level helpers it calls. Comments are
+removed first so that a commented-out `__shared__` or `tl.dot` does not count.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelskill.errors import CandidateError
+
+CUDA_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")
+_C_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_CPP_DECL = re.compile(r"(?:torch::Tensor|at::Tensor|std::vector<torch::Tensor>|void)\s+(\w+)\s*\(")
+# torch functions that do not launch a kernel (allocation without fill, views, metadata).
+_NO_KERNEL = {"empty", "empty_like", "empty_strided", "Size", "device", "is_tensor", "numel", "broadcast_shapes",
+              "manual_seed", "no_grad", "inference_mode", "get_default_dtype", "finfo", "iinfo"}  # fmt: skip
+_TENSOR_METHODS = {"sum", "mean", "max", "min", "exp", "log", "relu", "sigmoid", "tanh", "softmax", "matmul",
+                   "mm", "bmm", "add", "sub", "mul", "div", "pow", "sqrt", "clamp", "contiguous", "clone",
+                   "transpose", "permute", "abs", "neg", "norm", "var", "std", "cumsum", "argmax", "argmin",
+                   "masked_fill", "fill_", "zero_", "copy_", "add_", "mul_", "t"}  # fmt: skip
+
+
+@dataclass
+class SourceView:
+    filename: str
+    text: str  # the whole file, comments removed
+    backend: str  # "cuda" | "triton" | "torch"
+    cuda: str = ""  # all CUDA C++ source found, comments removed
+    cuda_kernels: list[str] = field(default_factory=list)  # each __global__ function, signature and body
+    triton_kernels: list[ast.FunctionDef] = field(default_factory=list)
+    triton_sources: list[str] = field(default_factory=list)
+    host: str = ""  # forward plus the module-level functions it calls
+    launch_sites: int = 0
+    launch_in_loop: bool = False
+
+    @property
+    def kernels(self) -> list[str]:
+        return self.cuda_kernels if self.backend == "cuda" else self.triton_sources
+
+
+def read_source(path: str | Path) -> SourceView:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CandidateError(f"{p}: cannot read the candidate source: {exc}") from None
+    return build_view(text, str(p))
+
+
+def build_view(text: str, filename: str = "<candidate>") -> SourceView:
+    if filename.endswith(CUDA_SUFFIXES):  # a bare CUDA file: everything is kernel source, no Python host
+        cuda = _C_COMMENTS.sub("", text)
+        return SourceView(filename, cuda, "cuda", cuda=cuda, cuda_kernels=_cuda_kernels(cuda))
+    try:
+        tree = ast.parse(text, filename=filename)
+    except SyntaxError as exc:
+        raise CandidateError(f"{filename}: line {exc.lineno}: syntax error: {exc.msg}") from None
+    clean = _strip_python_comments(text)
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    cuda = "\n".join(_C_COMMENTS.sub("", s) for s in strings if "__global__" in s or "#include" in s or "<<<" in s)
+    triton = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and _is_triton_jit(n)]
+    view = SourceView(filename, clean, "torch", cuda=cuda, cuda_kernels=_cuda_kernels(cuda), triton_kernels=triton)
+    view.triton_sources = [ast.get_source_segment(clean, n) or "" for n in triton]
+    view.backend = "cuda" if view.cuda_kernels else "triton" if triton else "torch"
+    _analyse_host(view, tree, clean, strings)
+    return view
+
+
+def _strip_python_comments(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                row, col = tok.start
+                line = lines[row - 1]
+                # keep the line count and columns, so ast positions still match
+                lines[row - 1] = line[:col] + " " * (len(line.rstrip("\r\n")) - col) + line[len(line.rstrip("\r\n")) :]
+    except (tokenize.TokenError, IndentationError):
+        return text  # ast.parse accepted it; comments then stay, which only risks a false positive
+    return "".join(lines)
+
+
+def _cuda_kernels(cuda: str) -> list[str]:
+    kernels = []
+    for m in re.finditer(r"__global__", cuda):
+        brace = cuda.find("{", m.end())
+        if brace < 0:
+            continue
+        depth, i = 0, brace
+        while i < len(cuda):
+            depth += {"{": 1, "}": -1}.get(cuda[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        kernels.append(cuda[m.start() : i + 1])
+    return kernels
+
+
+def _is_triton_jit(node: ast.FunctionDef) -> bool:
+    for dec in node.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        name = ast.unparse(target)
+        if name in ("triton.jit", "jit", "tl.jit") or name.endswith(".jit"):
+            return True
+    return False
+
+
+def _analyse_host(view: SourceView, tree: ast.Module, clean: str, strings: list[str]) -> None:
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and not _is_triton_jit(n)}
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    cls = next((c for c in classes if c.name == "ModelNew"), None) or next(
+        (c for c in classes if any(isinstance(b, ast.FunctionDef) and b.name == "forward" for b in c.body)), None
+    )
+    forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward"), None) if cls else None
+    if forward is None:
+        return
+    # the forward and the helpers it calls (two levels deep covers wrapper -> launcher)
+    host_nodes: list[ast.FunctionDef] = [forward]
+    for _ in range(2):
+        called = {c.func.id for n in host_nodes for c in ast.walk(n) if isinstance(c, ast.Call)
+                  and isinstance(c.func, ast.Name)}  # fmt: skip
+        host_nodes += [funcs[name] for name in sorted(called) if name in funcs and funcs[name] not in host_nodes]
+    view.host = "\n".join(ast.get_source_segment(clean, n) or "" for n in host_nodes)
+    ext_functions = set(_CPP_DECL.findall("\n".join(strings))) | _load_inline_functions(tree)
+    submodules = _nn_submodules(cls)
+    kernels = {k.name for k in view.triton_kernels}
+    for node in host_nodes:
+        for call in ast.walk(node):
+            if isinstance(call, ast.Call) and _launches(call, ext_functions, submodules, kernels):
+                view.launch_sites += 1
+                view.launch_in_loop = view.launch_in_loop or _inside_loop(call, node)
+
+
+def _load_inline_functions(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and ast.unparse(call.func).endswith("load_inline"):
+            for kw in call.keywords:
+                if kw.arg == "functions" and isinstance(kw.value, ast.List | ast.Tuple):
+                    names |= {e.value for e in kw.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return names
+
+
+def _nn_submodules(cls: ast.ClassDef) -> set[str]:
+    subs: set[str] = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            callee = ast.unparse(node.value.func)
+            if callee.startswith(("nn.", "torch.nn.")) and callee.split(".")[-1][:1].isupper():
+                subs |= {t.attr for t in node.targets if isinstance(t, ast.Attribute)}
+    return subs
+
+
+def _launches(call: ast.Call, ext_functions: set[str], submodules: set[str], triton_kernels: set[str]) -> bool:
+    """A call in the host code that launches at least one GPU kernel."""
+    func = call.func
+    if isinstance(func, ast.Subscript):  # kernel[grid](...)
+        target = func.value
+        name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+        return name in triton_kernels
+    dotted = ast.unparse(func)
+    if isinstance(func, ast.Attribute):
+        base = ast.unparse(func.value)
+        if func.attr in ext_functions:
+            return True
+        if base in ("torch", "F", "torch.nn.functional", "torch.special", "torch.linalg"):
+            return func.attr not in _NO_KERNEL
+        if base == "self" and func.attr in submodules:
+            return True
+        return func.attr in _TENSOR_METHODS and base not in ("torch", "triton", "tl", "math", "np")
+    return dotted in ext_functions
+
+
+def _inside_loop(target: ast.AST, root: ast.AST) -> bool:
+    for loop in ast.walk(root):
+        if isinstance(loop, ast.For | ast.While) and any(n is target for n in ast.walk(loop)):
+            return True
+    return False

@@ -1,0 +1,167 @@
+"""What the decision policy is given: ncu metrics, PyTorch-profiler run data and code features.
+
+Each part may be absent (ncu not installed or not permitted, no profiler run, no candidate source). The Evidence
+says which parts exist and why the others do not; the policy reports whatever it could not use as unknown.
+
+Run features are computed here, one function per (feature, source). The knowledge base lists each feature's sources
+in order of preference, so the curator decides, e.g., that launch counts come from the profiler (per forward) while
+the hottest kernel comes from ncu (the kernel whose metrics drive the decision).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from kernelskill.errors import KernelSkillError
+from kernelskill.memory.ncu import NcuReport
+
+NcuStatus = Literal["ok", "not_provided", "missing", "not_permitted", "timed_out", "failed"]
+
+
+class ProfilerKernel(BaseModel):
+    name: str
+    count: int = Field(ge=1)  # launches over all profiled forwards
+    total_time_us: float = Field(ge=0)  # GPU time over all profiled forwards
+
+
+class ProfilerSummary(BaseModel):
+    """Kernel launches recorded by the PyTorch profiler over `forwards` calls of the candidate's forward."""
+
+    source: str = "torch.profiler"
+    forwards: int = Field(ge=1)
+    forward_time_us: float | None = Field(default=None, gt=0)  # mean wall time of one forward, synchronized
+    kernels: list[ProfilerKernel]
+
+
+class FeatureValue(BaseModel):
+    """A code feature's value, or why it is unknown."""
+
+    value: bool | int | str | None
+    mode: Literal["rule", "llm"]
+    status: Literal["ok", "unknown"]
+    reason: str | None = None
+
+
+class Evidence(BaseModel):
+    ncu: NcuReport | None = None
+    ncu_status: NcuStatus = "not_provided"
+    ncu_note: str | None = None  # e.g. ncu's error output when it failed
+    profiler: ProfilerSummary | None = None
+    code_path: str | None = None
+    code_features: dict[str, FeatureValue] = {}
+
+
+def load_profiler_summary(path: str | Path) -> ProfilerSummary:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise KernelSkillError(f"{p}: cannot read the run-features JSON: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise KernelSkillError(f"{p}: line {exc.lineno}: not valid JSON: {exc.msg}") from None
+    try:
+        return ProfilerSummary.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise KernelSkillError(
+            f"{p}: {key}: {first['msg']} (expected {{\"forwards\": N, \"forward_time_us\": T, "
+            f"\"kernels\": [{{\"name\": ..., \"count\": ..., \"total_time_us\": ...}}]}})"
+        ) from None
+
+
+# ---- run features: (evidence, library patterns) -> value, or None when this source cannot give it ----------------
+
+Getter = Callable[[Evidence, list[str]], Any]
+
+
+def _prof(ev: Evidence) -> ProfilerSummary | None:
+    return ev.profiler if ev.profiler is not None and ev.profiler.kernels else None
+
+
+def _ncu(ev: Evidence) -> NcuReport | None:
+    return ev.ncu if ev.ncu_status == "ok" and ev.ncu is not None and ev.ncu.kernels else None
+
+
+def _is_library(name: str, patterns: list[str]) -> bool:
+    return any(re.search(p, name, flags=re.IGNORECASE) for p in patterns)
+
+
+def _prof_launches(ev: Evidence, _: list[str]) -> float | None:
+    p = _prof(ev)
+    return sum(k.count for k in p.kernels) / p.forwards if p else None
+
+
+def _prof_mean_us(ev: Evidence, _: list[str]) -> float | None:
+    p = _prof(ev)
+    return sum(k.total_time_us for k in p.kernels) / sum(k.count for k in p.kernels) if p else None
+
+
+def _ncu_mean_us(ev: Evidence, _: list[str]) -> float | None:
+    r = _ncu(ev)
+    return sum(k.time_ns for k in r.kernels) / sum(k.launches for k in r.kernels) / 1e3 if r else None
+
+
+def _prof_idle(ev: Evidence, _: list[str]) -> float | None:
+    p = _prof(ev)
+    if p is None or p.forward_time_us is None:
+        return None
+    busy = sum(k.total_time_us for k in p.kernels) / p.forwards
+    return min(1.0, max(0.0, 1.0 - busy / p.forward_time_us))  # overlapping kernels can exceed wall time
+
+
+def _prof_hot(ev: Evidence) -> ProfilerKernel | None:
+    p = _prof(ev)
+    return max(p.kernels, key=lambda k: k.total_time_us) if p else None
+
+
+def _prof_hot_share(ev: Evidence, _: list[str]) -> float | None:
+    p, hot = _prof(ev), _prof_hot(ev)
+    total = sum(k.total_time_us for k in p.kernels) if p else 0.0
+    return hot.total_time_us / total if hot and total > 0 else None
+
+
+def _prof_shares(ev: Evidence, _: list[str]) -> list[dict[str, Any]] | None:
+    p = _prof(ev)
+    if p is None:
+        return None
+    total = sum(k.total_time_us for k in p.kernels) or 1.0
+    rows = sorted(p.kernels, key=lambda k: k.total_time_us, reverse=True)
+    return [{"name": k.name, "launches": k.count, "time_us": k.total_time_us, "share": k.total_time_us / total}
+            for k in rows]  # fmt: skip
+
+
+def _ncu_shares(ev: Evidence, _: list[str]) -> list[dict[str, Any]] | None:
+    r = _ncu(ev)
+    return [{"name": k.name, "launches": k.launches, "time_us": k.time_ns / 1e3, "share": k.time_share}
+            for k in r.kernels] if r else None  # fmt: skip
+
+
+RUN_FEATURES: dict[str, dict[str, Getter]] = {
+    "launches_per_forward": {"torch_profiler": _prof_launches},
+    "distinct_kernels": {
+        "torch_profiler": lambda ev, _: len(p.kernels) if (p := _prof(ev)) else None,
+        "ncu": lambda ev, _: len(r.kernels) if (r := _ncu(ev)) else None,
+    },
+    "mean_kernel_time_us": {"torch_profiler": _prof_mean_us, "ncu": _ncu_mean_us},
+    "gpu_idle_share": {"torch_profiler": _prof_idle},
+    "hot_kernel_time_share": {
+        "ncu": lambda ev, _: r.hottest.time_share if (r := _ncu(ev)) else None,
+        "torch_profiler": _prof_hot_share,
+    },
+    "hot_kernel_time_us": {
+        "ncu": lambda ev, _: r.hottest.time_ns / r.hottest.launches / 1e3 if (r := _ncu(ev)) else None,
+        "torch_profiler": lambda ev, _: h.total_time_us / h.count if (h := _prof_hot(ev)) else None,
+    },
+    "hot_kernel_is_library": {
+        "ncu": lambda ev, pats: _is_library(r.hottest.name, pats) if (r := _ncu(ev)) else None,
+        "torch_profiler": lambda ev, pats: _is_library(h.name, pats) if (h := _prof_hot(ev)) else None,
+    },
+    "kernel_time_shares": {"ncu": _ncu_shares, "torch_profiler": _prof_shares},
+}

@@ -1,0 +1,130 @@
+"""Compile-checking CUDA candidates where no GPU can run them (CPU mode, CI).
+
+A `load_inline` candidate is executed with `load_inline` replaced by `checking_load_inline`, which builds the same
+two translation units torch would (the CUDA sources with nvcc, the C++ sources with the host compiler, syntax only)
+and reports the real compiler errors, then returns a module whose functions refuse to run. Results are cached by
+content, so a source checked once is not compiled again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from kernelskill.review.logs import filter_header_warnings, trim_log
+
+
+class CudaCompileError(Exception):
+    """The candidate's CUDA or C++ sources do not compile. The message holds the compiler's trimmed output."""
+
+    def __init__(self, message: str, log: str) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("KERNELSKILL_CACHE") or Path.home() / ".cache" / "kernelskill")
+    return root / "cuda-check"
+
+
+def _join(sources) -> str:
+    return "\n".join(sources) if isinstance(sources, (list, tuple)) else (sources or "")
+
+
+def _bindings(functions) -> str:
+    if isinstance(functions, str):
+        functions = [functions]
+    if isinstance(functions, dict):
+        items = functions.items()
+    else:
+        items = [(f, f) for f in (functions or [])]
+    defs = "\n".join(f'  m.def("{name}", torch::wrap_pybind_function({name}), "{doc}");' for name, doc in items)
+    return f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{defs}\n}}\n" if defs else ""
+
+
+class _NotRunnable:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        def refuse(*args, **kwargs):
+            raise RuntimeError(f"extension {self._name!r} was compile-checked only: CUDA code does not run on CPU")
+
+        return refuse
+
+
+def _run(cmd: list[str], cwd: Path) -> tuple[int, str]:
+    proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc.returncode, proc.stdout
+
+
+def check_sources(name: str, cpp_sources="", cuda_sources="", functions=None, extra_cflags=None,
+                  extra_cuda_cflags=None, extra_include_paths=None) -> dict:
+    """Compile the two translation units load_inline would build. Returns {"ok", "log", "warnings", "seconds"}."""
+    from torch.utils.cpp_extension import include_paths
+
+    cpp = "#include <torch/extension.h>\n" + _join(cpp_sources) + _bindings(functions)
+    cu = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" + _join(cuda_sources)
+    includes = [*include_paths(), sysconfig.get_paths()["include"], *(extra_include_paths or [])]
+    inc_flags = [f"-I{p}" for p in includes]
+    defines = [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    key = hashlib.sha256(json.dumps([cpp, cu, extra_cflags, extra_cuda_cflags, includes]).encode()).hexdigest()[:24]
+    cached = cache_dir() / f"{key}.json"
+    if cached.is_file():
+        return {**json.loads(cached.read_text()), "cached": True}
+
+    nvcc = shutil.which("nvcc")
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kernelskill-cuda-") as tmp:
+        tmp_path = Path(tmp)
+        (tmp_path / "main.cpp").write_text(cpp)
+        jobs = []
+        if _join(cuda_sources).strip():
+            if nvcc is None:
+                raise CudaCompileError("nvcc is not on PATH: install the CUDA toolkit to check CUDA candidates", "")
+            (tmp_path / "cuda.cu").write_text(cu)
+            jobs.append([nvcc, "-c", "cuda.cu", "-o", "cuda.o", "-std=c++17", "-arch=sm_90", "--expt-relaxed-constexpr",
+                         *defines, *inc_flags, *(extra_cuda_cflags or [])])
+        if cxx is None:
+            raise CudaCompileError("no C++ compiler found (set CXX or install g++)", "")
+        jobs.append([cxx, "-fsyntax-only", "-std=c++17", "main.cpp", *defines, *inc_flags, *(extra_cflags or [])])
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            results = list(pool.map(lambda cmd: _run(cmd, tmp_path), jobs))
+    log = "\n".join(f"$ {' '.join(cmd[:3])} ...\n{out}" for cmd, (_, out) in zip(jobs, results))
+    ok = all(code == 0 for code, _ in results)
+    outcome = {
+        "ok": ok,
+        "log": log,
+        "warnings": filter_header_warnings(log, ("main.cpp", "cuda.cu")),
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text(json.dumps(outcome))
+    return {**outcome, "cached": False}
+
+
+def checking_load_inline(name, cpp_sources="", cuda_sources=None, functions=None, extra_cflags=None,
+                         extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, **_ignored):
+    """Stands in for torch.utils.cpp_extension.load_inline on machines that cannot run CUDA."""
+    outcome = check_sources(name, cpp_sources, cuda_sources or "", functions, extra_cflags, extra_cuda_cflags,
+                            extra_include_paths)
+    checking_load_inline.calls.append({"name": name, **{k: outcome[k] for k in ("ok", "seconds", "cached", "warnings")}})
+    if not outcome["ok"]:
+        errors = [line for line in outcome["log"].splitlines() if "error" in line.lower()]
+        raise CudaCompileError(
+            f"extension {name!r} failed to compile: " + (errors[0].strip() if errors else "see the log"),
+            trim_log(outcome["log"]),
+        )
+    return _NotRunnable(name)
+
+
+checking_load_inline.calls = []

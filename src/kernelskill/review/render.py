@@ -1,0 +1,69 @@
+"""Rendering a ReviewResult for people (rich) and for machines (JSON)."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from kernelskill.review.results import ReviewResult
+
+
+def to_json(result: ReviewResult) -> str:
+    return json.dumps(result.model_dump(mode="json"), indent=2)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f} ms" if value < 1 else f"{value:.3f} ms"
+
+
+def verdict_line(r: ReviewResult) -> str:
+    if r.correct:
+        return "[bold green]CORRECT[/]"
+    if r.stage is None:
+        return "[bold yellow]COMPILED (not run: CUDA code cannot run on this machine)[/]"
+    label = {
+        "compile_error": "COMPILE FAILED", "mismatch": "INCORRECT", "runtime_error": "INCORRECT (raised)",
+        "rejected": "REJECTED", "timeout": "TIMEOUT", "crash": "CRASHED", "bad_candidate": "BAD CANDIDATE",
+    }.get(r.error_kind or "", "FAILED")
+    return f"[bold red]{label}[/] in stage [bold]{r.stage}[/]"
+
+
+def print_review(result: ReviewResult, console: Console | None = None) -> None:
+    console = console or Console()
+    r = result
+    console.print(f"{verdict_line(r)}  ({r.backend} on {r.device_name or r.device})")
+    if r.error:
+        console.print(r.error, markup=False, highlight=False)
+    table = Table(show_header=False, box=None, pad_edge=False)
+    if r.compile is not None:
+        note = " (compile check only)" if r.compile.checked_only else ""
+        table.add_row("compile", f"{'ok' if r.compile.ok else 'failed'} in {r.compile.duration_s:.2f} s{note}")
+        for w in r.compile.warnings[:5]:
+            table.add_row("", f"warning: {w}")
+    if r.verify is not None:
+        v = r.verify
+        table.add_row("verify", f"{v.passed}/{v.trials} trials passed (atol={v.atol:g}, rtol={v.rtol:g}); "
+                      f"max abs error {v.max_abs_error:.3g}, max rel error {v.max_rel_error:.3g}")
+        if v.mismatch is not None and v.mismatch.first_indices:
+            pairs = ", ".join(f"{idx}: got {g:.5g}, expected {e:.5g}" for idx, g, e in
+                              zip(v.mismatch.first_indices, v.mismatch.got, v.mismatch.expected))
+            table.add_row("", f"first mismatches {pairs}")
+    if r.timing is not None:
+        t = r.timing
+        clock = "CUDA events" if t.clock == "cuda_events" else "CPU wall clock (not a GPU timing)"
+        table.add_row("reference", f"{_ms(t.reference.mean_ms)} mean, {_ms(t.reference.median_ms)} median")
+        table.add_row("candidate", f"{_ms(t.candidate.mean_ms)} mean, {_ms(t.candidate.median_ms)} median")
+        if t.compiled_reference is not None:
+            table.add_row("torch.compile", f"{_ms(t.compiled_reference.mean_ms)} mean")
+        table.add_row("speedup", f"[bold]{t.speedup:.2f}x[/] vs eager (median {t.speedup_median:.2f}x)"
+                      + (f", {t.speedup_vs_compile:.2f}x vs torch.compile" if t.speedup_vs_compile else ""))
+        table.add_row("timing", f"{clock}; {t.method}")
+    if r.flags:
+        table.add_row("flags", ", ".join(r.flags))
+    for c in r.checks[1:]:
+        table.add_row("also", f"{c.name}: {c.detail}")
+    console.print(table)
+    if r.log_path and not r.correct and r.stage is not None:
+        console.print(f"full worker log: {r.log_path}", style="dim")

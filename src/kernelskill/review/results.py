@@ -1,0 +1,153 @@
+"""Typed results of each review stage.
+
+The same objects are rendered to the terminal, to JSON (`--json`), to the run store and into LLM prompts, so every
+consumer sees the same facts. Field names of `ReviewResult` are a public contract (README, "JSON output").
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from kernelskill.errors import ExitCode
+
+Stage = Literal["load", "compile", "verify", "time"]
+ErrorKind = Literal[
+    "bad_problem",  # the problem file is malformed (the user's to fix)
+    "bad_candidate",  # the candidate file has no ModelNew or cannot be read
+    "compile_error",  # syntax error, import error, build error, Triton compilation error
+    "runtime_error",  # the candidate raised while running
+    "mismatch",  # wrong shape, dtype or values, NaN/Inf
+    "rejected",  # an anti-reward-hacking check fired
+    "timeout",  # a stage ran past its limit
+    "crash",  # the worker died (signal, abort, CUDA error that kills the context)
+]
+
+
+class CompileResult(BaseModel):
+    ok: bool
+    backend: str
+    duration_s: float = 0.0
+    checked_only: bool = False  # True on CPU for CUDA sources: built with nvcc, never run
+    warnings: list[str] = Field(default_factory=list)
+    errors: str | None = None  # trimmed to the lines that matter; the full log is in the log file
+
+
+class Mismatch(BaseModel):
+    """The first disagreement found between candidate and reference."""
+
+    trial: int
+    output_index: int | None = None
+    reason: str
+    mismatched: int | None = None  # number of elements outside tolerance
+    total: int | None = None
+    first_indices: list[list[int]] = Field(default_factory=list)
+    got: list[float] = Field(default_factory=list)
+    expected: list[float] = Field(default_factory=list)
+
+
+class VerifyResult(BaseModel):
+    ok: bool
+    trials: int
+    passed: int
+    atol: float
+    rtol: float
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatch: Mismatch | None = None
+
+
+class TimingStats(BaseModel):
+    """All samples of one timed callable, in milliseconds, and their summary."""
+
+    samples_ms: list[float]
+    mean_ms: float
+    median_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+
+    @classmethod
+    def from_samples(cls, samples: list[float]) -> "TimingStats":
+        return cls(
+            samples_ms=[round(s, 6) for s in samples],
+            mean_ms=statistics.fmean(samples),
+            median_ms=statistics.median(samples),
+            std_ms=statistics.pstdev(samples) if len(samples) > 1 else 0.0,
+            min_ms=min(samples),
+            max_ms=max(samples),
+        )
+
+
+class TimingResult(BaseModel):
+    clock: Literal["cuda_events", "cpu_perf_counter"]
+    method: str  # how it was measured, in words (flush, rotation, sync, interleaving)
+    warmup: int
+    iters: int
+    reference: TimingStats
+    candidate: TimingStats
+    compiled_reference: TimingStats | None = None  # torch.compile(Model), when asked for
+    speedup: float  # reference mean / candidate mean (the paper's figure)
+    speedup_median: float  # the same on medians (robust to outliers)
+    speedup_vs_compile: float | None = None
+
+
+class KernelUsage(BaseModel):
+    """What the candidate actually ran, gathered while verifying."""
+
+    own_kernels: dict[str, int] = Field(default_factory=dict)  # kernel name -> launches (Triton or CUDA)
+    candidate_ops: dict[str, int] = Field(default_factory=dict)  # PyTorch compute ops the candidate called
+    reference_ops: dict[str, int] = Field(default_factory=dict)  # PyTorch compute ops the reference called
+    profiled_kernels: list[str] = Field(default_factory=list)  # GPU kernel names seen by the profiler (CUDA only)
+
+
+class Check(BaseModel):
+    """One anti-reward-hacking check that fired."""
+
+    name: str  # e.g. "static:monkey-patch", "runtime:integrity", "policy:no-custom-kernel"
+    detail: str
+
+
+class ReviewResult(BaseModel):
+    compiled: bool
+    correct: bool
+    stage: Stage | None  # the stage that failed, None when the candidate is correct
+    error: str | None
+    error_kind: ErrorKind | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    ref_ms: float | None = None
+    candidate_ms: float | None = None
+    speedup: float | None = None
+    compile_ms: float | None = None
+    speedup_vs_compile: float | None = None
+    device: str  # "cuda" or "cpu"
+    device_name: str | None = None  # e.g. "NVIDIA H200" or "cpu (Triton interpreter)"
+    backend: str
+    flags: list[str] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list)
+    compile: CompileResult | None = None
+    verify: VerifyResult | None = None
+    timing: TimingResult | None = None
+    kernels: KernelUsage | None = None
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+    settings: dict = Field(default_factory=dict)
+    problem: str | None = None
+    candidate: str | None = None
+    log: str | None = None  # trimmed worker log
+    log_path: str | None = None  # the full worker log
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.stage is None:  # correct, or (CUDA on CPU) compile-checked with nothing found wrong
+            return ExitCode.OK
+        return {
+            "bad_problem": ExitCode.BAD_INPUT,
+            "bad_candidate": ExitCode.BAD_INPUT,
+            "compile_error": ExitCode.COMPILE_FAILED,
+            "timeout": ExitCode.TIMEOUT,
+            "rejected": ExitCode.REJECTED,
+            "crash": ExitCode.CRASHED,
+        }.get(self.error_kind or "", ExitCode.INCORRECT)

@@ -1,0 +1,169 @@
+"""The Reviewer: compile → verify → time one candidate against one problem, in a sandboxed worker process.
+
+`review()` is the single entry point used by the CLI, the agents' loop and the benchmark. It never raises for a
+bad candidate (that is a verdict); it raises `KernelSkillError` only for what the user must fix (a malformed
+problem file, asking for a GPU that is not there).
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+import time
+from pathlib import Path
+
+from kernelskill.candidate import Candidate
+from kernelskill.errors import KernelSkillError, ProblemError
+from kernelskill.problem import Problem, read_problem
+from kernelskill.review.logs import trim_log
+from kernelskill.review.results import Check, CompileResult, KernelUsage, ReviewResult, TimingResult, VerifyResult
+from kernelskill.review.sandbox import clean_environment, describe_exit, run_worker
+from kernelskill.review.static_checks import static_checks
+from kernelskill.settings import ReviewSettings
+
+KERNELBENCH_SEED = 42  # the well-known seed a cheating candidate could precompute for; used only with the guard off
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    has_gpu = torch.cuda.is_available()
+    if requested == "auto":
+        return "cuda" if has_gpu else "cpu"
+    if requested == "cuda" and not has_gpu:
+        raise KernelSkillError(
+            "--device cuda was asked for, but PyTorch sees no CUDA GPU here (torch.cuda.is_available() is False). "
+            "Run on a machine with an NVIDIA GPU and a CUDA build of PyTorch, or use --device cpu (Triton candidates "
+            "then run in Triton's interpreter; CUDA candidates are compile-checked only)."
+        )
+    return requested
+
+
+def _seeds(settings: ReviewSettings) -> dict:
+    draw = (lambda: secrets.randbits(62)) if settings.guards.secret_seeds else None
+    counter = iter(range(KERNELBENCH_SEED, KERNELBENCH_SEED + 10_000))
+    pick = draw or (lambda: next(counter))
+    return {
+        "init": pick(),
+        "warm": pick(),
+        "trials": [pick() for _ in range(settings.trials)],
+        "timing": [pick() for _ in range(settings.input_sets)],
+        "reverify": [pick() for _ in range(settings.reverify_trials)],
+        "order": secrets.randbits(62),
+        "profile_trial": secrets.randbelow(settings.trials),
+    }
+
+
+def review(
+    problem: Problem | str | Path,
+    candidate: Candidate,
+    settings: ReviewSettings | None = None,
+    log_dir: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> ReviewResult:
+    settings = settings or ReviewSettings()
+    if not isinstance(problem, Problem):
+        problem = read_problem(problem)
+    device = resolve_device(settings.device)
+    backend = settings.backend or candidate.backend
+    base = dict(
+        device=device,
+        backend=backend,
+        problem=str(problem.path),
+        candidate=candidate.filename,
+        settings=settings.model_dump(mode="json", exclude={"timeouts"}),
+        compiled=False,
+        correct=False,
+    )
+    if candidate.syntax_error:
+        return ReviewResult(**base, stage="compile", error_kind="compile_error", error=candidate.syntax_error,
+                            compile=CompileResult(ok=False, backend=backend, errors=candidate.syntax_error))
+    if settings.guards.static_checks:
+        found = static_checks(candidate.source, candidate.filename)
+        if found:
+            return ReviewResult(**base, stage="verify", error_kind="rejected", checks=found,
+                                error=f"rejected by check {found[0].name}: {found[0].detail}"
+                                + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
+
+    log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kernelskill-review-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / "worker.log"
+    request = {
+        "problem_path": str(problem.path),
+        "problem_source": problem.source,
+        "candidate_path": candidate.filename if candidate.path else None,
+        "candidate_source": candidate.source,
+        "kernel_names": list(candidate.kernel_names),
+        "backend": backend,
+        "device": device,
+        "warmup": settings.resolved_warmup(device),
+        "iters": settings.resolved_iters(device),
+        "settings": settings.model_dump(mode="json"),
+        "seeds": _seeds(settings),
+    }
+    start = time.perf_counter()
+    outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
+                         clean_environment(env, interpret=device == "cpu"))
+    return _compose(base, outcome, settings, log_path, time.perf_counter() - start)
+
+
+def _compose(base: dict, outcome, settings: ReviewSettings, log_path: Path, wall: float) -> ReviewResult:
+    data: dict = {}
+    flags: list[str] = []
+    verdict = None
+    for m in outcome.messages:
+        if m["type"] == "update":
+            for key, value in m["data"].items():
+                if key == "flags":
+                    flags.extend(f for f in value if f not in flags)
+                else:
+                    data[key] = value
+        elif m["type"] == "verdict":
+            verdict = m
+    log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    result = dict(base)
+    result.update(
+        compiled=bool(data.get("compiled")),
+        device_name=data.get("device_name"),
+        max_abs_error=data.get("max_abs_error"),
+        max_rel_error=data.get("max_rel_error"),
+        ref_ms=data.get("ref_ms"),
+        candidate_ms=data.get("candidate_ms"),
+        speedup=data.get("speedup"),
+        compile_ms=data.get("compile_ms"),
+        speedup_vs_compile=data.get("speedup_vs_compile"),
+        compile=CompileResult(**data["compile"]) if data.get("compile") else None,
+        verify=VerifyResult(**data["verify"]) if data.get("verify") else None,
+        timing=TimingResult(**data["timing"]) if data.get("timing") else None,
+        kernels=KernelUsage(**data["kernels"]) if data.get("kernels") else None,
+        stage_seconds={**outcome.stage_seconds, "wall": round(wall, 3)},
+        log=trim_log(log_text) or None,
+        log_path=str(log_path),
+    )
+    if outcome.timed_out:
+        limit = getattr(settings.timeouts, outcome.stage or "load")
+        result.update(stage=outcome.stage, error_kind="timeout",
+                      error=f"the {outcome.stage} stage ran past its {limit:g} s limit (a hang or a very slow candidate); the worker was killed")
+    elif verdict is not None:
+        kind = verdict["kind"]
+        if kind == "bad_problem":
+            raise ProblemError(verdict["error"])
+        result.update(stage=verdict["stage"], error_kind=kind, error=verdict["error"])
+        if verdict.get("max_abs_error") is not None:
+            result.update(max_abs_error=verdict["max_abs_error"], max_rel_error=verdict["max_rel_error"])
+        if verdict.get("checks"):
+            result["checks"] = [Check(**c) for c in verdict["checks"]]
+        if kind == "compile_error":
+            result["compile"] = CompileResult(ok=False, backend=base["backend"], errors=verdict.get("compile_errors") or verdict["error"])
+        if kind in ("runtime_error", "mismatch", "rejected", "crash"):
+            result["correct"] = False
+    elif not outcome.finished:
+        tail = "\n".join(log_text.rstrip().splitlines()[-15:])
+        result.update(stage=outcome.stage, error_kind="crash",
+                      error=f"{describe_exit(outcome.returncode)} during the {outcome.stage} stage" + (f":\n{tail}" if tail else ""))
+    else:
+        checked_only = bool(data.get("compile", {}).get("checked_only"))
+        result.update(stage=None, error=None, correct=not checked_only)
+    # a stage that did not finish still gets its elapsed share in the log; flags always survive
+    result["flags"] = flags
+    return ReviewResult(**result)

@@ -1,0 +1,183 @@
+"""Static checks on a candidate's Python source, run before any of it executes.
+
+They reject code whose only purpose in a kernel candidate would be to fool the reviewer: patching torch or timing
+functions, walking the harness's frames, threads and processes, dynamic code, try/except fallbacks and reuse of the
+reference `Model`. Each finding names its rule (`static:<rule>`) and line, so the verdict says which check fired.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kernelskill.review.results import Check
+
+FORBIDDEN_MODULES = {
+    "inspect": "frame-access",
+    "gc": "frame-access",
+    "traceback": "frame-access",
+    "ctypes": "frame-access",
+    "cffi": "frame-access",
+    "threading": "concurrency",
+    "_thread": "concurrency",
+    "multiprocessing": "concurrency",
+    "concurrent": "concurrency",
+    "asyncio": "concurrency",
+    "subprocess": "process",
+    "signal": "process",
+    "socket": "process",
+    "importlib": "dynamic-code",
+    "builtins": "dynamic-code",
+    "pickle": "dynamic-code",
+    "marshal": "dynamic-code",
+}
+FRAME_ATTRIBUTES = {
+    "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "tb_next", "gi_frame", "cr_frame", "ag_frame",
+    "__globals__", "__builtins__", "__subclasses__", "__closure__", "_getframe", "_current_frames", "settrace",
+    "setprofile", "modules",
+}
+DYNAMIC_CALLS = {"eval", "exec", "compile", "__import__", "breakpoint"}
+PROCESS_CALLS = {
+    "system", "popen", "fork", "forkpty", "execv", "execve", "execl", "execle", "execlp", "execvp", "execvpe",
+    "spawnv", "spawnl", "spawnve", "posix_spawn", "posix_spawnp", "kill", "killpg", "write", "dup", "dup2",
+    "fdopen", "open", "pipe", "startfile",
+}
+# Module aliases whose attributes a candidate must not assign: patching them changes the harness too.
+PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "F", "nn", "np", "numpy", "math", "os", "sys", "random", "functools"}
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.value if not isinstance(node, ast.Call) else node.func
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _module_aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> module it stands for (from `import x as y` / `from x import y`)."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    return aliases
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+        self.checks: list[Check] = []
+        self.roots = {name for name, module in aliases.items() if module.split(".")[0] in {"torch", "triton", "time", "numpy", "math", "os", "sys", "random", "functools"}} | PATCHABLE_ROOTS
+
+    def add(self, rule: str, node: ast.AST, detail: str) -> None:
+        self.checks.append(Check(name=f"static:{rule}", detail=f"line {getattr(node, 'lineno', '?')}: {detail}"))
+
+    # imports -----------------------------------------------------------------------------------------------
+    def _check_module(self, name: str, node: ast.AST) -> None:
+        top = name.split(".")[0]
+        if top in FORBIDDEN_MODULES:
+            self.add(FORBIDDEN_MODULES[top], node, f"imports `{name}`, which a kernel candidate has no use for")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            self._check_module(a.name, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.module:
+            self._check_module(node.module, node)
+            if node.module == "sys" and any(a.name in FRAME_ATTRIBUTES for a in node.names):
+                self.add("frame-access", node, "imports frame or module internals from sys")
+            if node.module == "os" and any(a.name in PROCESS_CALLS for a in node.names):
+                self.add("process", node, "imports process or file-descriptor functions from os")
+
+    # attribute access and calls ----------------------------------------------------------------------------
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in FRAME_ATTRIBUTES:
+            root = _root_name(node)
+            # `modules` is only suspicious on sys (sys.modules); every other name is suspicious anywhere
+            if node.attr != "modules" or self.aliases.get(root or "") == "sys":
+                self.add("frame-access", node, f"accesses `.{node.attr}` (interpreter frames or module internals)")
+        if node.attr in PROCESS_CALLS and self.aliases.get(_root_name(node) or "") == "os":
+            self.add("process", node, f"uses os.{node.attr}")
+        if node.attr == "Model":
+            self.add("reference-model", node, "refers to a `Model` attribute (the reference); compute the result yourself")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "Model" and isinstance(node.ctx, ast.Load):
+            self.add("reference-model", node, "uses the reference `Model`; ModelNew must compute the result itself")
+        if node.id in ("__builtins__",):
+            self.add("frame-access", node, "uses __builtins__")
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name):
+            if node.func.id in DYNAMIC_CALLS:
+                self.add("dynamic-code", node, f"calls `{node.func.id}()`")
+            if node.func.id in ("setattr", "delattr") and node.args:
+                if _root_name(node.args[0]) in self.roots:
+                    self.add("monkey-patch", node, f"{node.func.id}() on `{ast.unparse(node.args[0])}`")
+        self.generic_visit(node)
+
+    # assignments -------------------------------------------------------------------------------------------
+    def _check_target(self, target: ast.AST, node: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._check_target(elt, node)
+        elif isinstance(target, ast.Attribute) and _root_name(target) in self.roots:
+            text = ast.unparse(target)
+            why = (
+                "changes a global PyTorch setting, which would also change the reference"
+                if ".backends." in text or text.startswith("torch.backends")
+                else "replaces a library function or attribute (monkey-patching)"
+            )
+            self.add("monkey-patch", node, f"assigns `{text}`: {why}")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for t in node.targets:
+            self._check_target(t, node)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for t in node.targets:
+            self._check_target(t, node)
+        self.generic_visit(node)
+
+    # control flow and classes ------------------------------------------------------------------------------
+    def _visit_try(self, node: ast.AST) -> None:
+        only_imports = all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in node.body)
+        if not only_imports:
+            self.add(
+                "try-fallback",
+                node,
+                "try/except around computation (it can hide failures or fall back to the reference); let errors surface",
+            )
+        self.generic_visit(node)
+
+    visit_Try = _visit_try
+    if hasattr(ast, "TryStar"):
+        visit_TryStar = _visit_try
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if node.name == "ModelNew":
+            for base in node.bases:
+                text = ast.unparse(base)
+                if text.split(".")[-1] != "Module":
+                    self.add("reference-model", node, f"ModelNew derives from `{text}`; it must derive from nn.Module")
+        self.generic_visit(node)
+
+
+def static_checks(source: str, filename: str = "<candidate>") -> list[Check]:
+    """Every static finding in `source` (empty when it is clean). The source must parse."""
+    tree = ast.parse(source, filename=filename)
+    checker = _Checker(_module_aliases(tree))
+    checker.visit(tree)
+    return checker.checks

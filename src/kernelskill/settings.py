@@ -1,0 +1,75 @@
+"""One settings object per concern, validated once (pydantic), with defaults in code.
+
+`ReviewSettings` holds everything that changes a verdict or a timing; it is recorded with every result so a number
+can always be traced back to how it was measured.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Device = Literal["auto", "cuda", "cpu"]
+Backend = Literal["triton", "cuda"]
+
+
+class StageTimeouts(BaseModel):
+    """Wall-clock limits in seconds for each stage of a review (a stage past its limit fails the candidate)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    load: float = Field(120.0, gt=0, description="import torch, load the problem, build the reference")
+    compile: float = Field(600.0, gt=0, description="build the candidate (a cold load_inline build takes ~30 s on a GPU host)")
+    verify: float = Field(300.0, gt=0, description="all correctness trials")
+    time: float = Field(600.0, gt=0, description="timing reference, candidate and optional torch.compile baseline")
+
+
+class Guards(BaseModel):
+    """The anti-reward-hacking guards. All on in normal use; tests turn one off to prove it is what catches a cheat."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    static_checks: bool = True  # reject monkey-patching, frame access, threads, try/except fallbacks … before running
+    secret_seeds: bool = True  # trial seeds drawn from the OS, never the well-known KernelBench seed
+    clone_inputs: bool = True  # reference and candidate get their own copies of every input
+    random_order: bool = True  # the candidate runs before the reference in some trials
+    poison_freed_memory: bool = True  # fill the allocator's free blocks with NaN before the candidate runs (CUDA)
+    output_types: bool = True  # outputs must be plain, materialized torch.Tensors on the right device
+    integrity: bool = True  # torch / timing / comparison functions must be the same objects after the candidate ran
+    no_threads: bool = True  # the candidate may not leave threads running
+    timed_outputs: bool = True  # outputs of the last timed calls are checked too (defeats caching across calls)
+    device_sync: bool = True  # synchronize the whole device before the stop event (counts side-stream work)
+    kernel_policy: bool = True  # the candidate must launch its own kernels and not just re-run the reference's ops
+
+
+class ReviewSettings(BaseModel):
+    """How a candidate is reviewed. Defaults follow the published protocol (5 trials, 1e-2 tolerances, 25/100)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: Device = "auto"
+    backend: Backend | None = Field(None, description="None: detect from the candidate source")
+    trials: int = Field(5, ge=1, le=1000)
+    atol: float = Field(1e-2, ge=0)
+    rtol: float = Field(1e-2, ge=0)
+    warmup: int | None = Field(None, ge=0, description="None: 25 on CUDA, 2 on CPU (the interpreter is slow)")
+    iters: int | None = Field(None, ge=1, description="None: 100 on CUDA, 10 on CPU")
+    timing: bool = True
+    baseline: Literal["compile"] | None = None
+    allow_torch_ops: bool = False
+    input_sets: int = Field(3, ge=2, le=16, description="distinct input sets rotated through while timing")
+    reverify_above: float = Field(10.0, gt=1, description="speedups above this are re-verified and flagged")
+    reverify_trials: int = Field(20, ge=1)
+    timeouts: StageTimeouts = StageTimeouts()
+    guards: Guards = Guards()
+
+    def resolved_warmup(self, device: str) -> int:
+        if self.warmup is not None:
+            return self.warmup
+        return 25 if device == "cuda" else 2
+
+    def resolved_iters(self, device: str) -> int:
+        if self.iters is not None:
+            return self.iters
+        return 100 if device == "cuda" else 10

@@ -33,7 +33,6 @@ class Guards(BaseModel):
     static_checks: bool = True  # reject monkey-patching, frame access, threads, try/except fallbacks … before running
     secret_seeds: bool = True  # trial seeds drawn from the OS, never the well-known KernelBench seed
     clone_inputs: bool = True  # reference and candidate get their own copies of every input
-    random_order: bool = True  # the candidate runs before the reference in some trials
     poison_freed_memory: bool = True  # fill the allocator's free blocks with NaN before the candidate runs (CUDA)
     output_types: bool = True  # outputs must be plain, materialized torch.Tensors on the right device
     integrity: bool = True  # torch / timing / comparison functions must be the same objects after the candidate ran
@@ -58,6 +57,9 @@ class ReviewSettings(BaseModel):
     timing: bool = True
     baseline: Literal["compile"] | None = None
     allow_torch_ops: bool = False
+    order: Literal["random", "reference_first", "candidate_first"] = Field(
+        "random", description="which side runs first in each trial; random (a coin per trial) unless debugging"
+    )
     input_sets: int = Field(3, ge=2, le=16, description="distinct input sets rotated through while timing")
     reverify_above: float = Field(10.0, gt=1, description="speedups above this are re-verified and flagged")
     reverify_trials: int = Field(20, ge=1)

@@ -82,15 +82,24 @@ def _loops(node: ast.AST) -> list[ast.For | ast.While]:
     return [n for n in ast.walk(node) if isinstance(n, ast.For | ast.While)]
 
 
+_POINTER_CALLS = {"tl.load", "tl.store", "tl.make_block_ptr", "tl.advance", "tl.make_tensor_descriptor"}
+
+
+def _products(node: ast.AST) -> list[ast.BinOp]:
+    """Multiplications in `node`, leaving out pointer arithmetic inside tl.load(...) and friends."""
+    if isinstance(node, ast.Call) and ast.unparse(node.func) in _POINTER_CALLS:
+        return []
+    own = [node] if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) else []
+    return own + [m for child in ast.iter_child_nodes(node) for m in _products(child)]
+
+
 def _distinct_product(node: ast.AST) -> bool:
     """a * b with two different, non-constant operands (x * x is a sum of squares, not a dot product)."""
-    for m in ast.walk(node):
-        if isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mult):
-            if ast.unparse(m.left) != ast.unparse(m.right) and not (
-                isinstance(m.left, ast.Constant) or isinstance(m.right, ast.Constant)
-            ):
-                return True
-    return False
+    return any(
+        ast.unparse(m.left) != ast.unparse(m.right)
+        and not isinstance(m.left, ast.Constant) and not isinstance(m.right, ast.Constant)
+        for m in _products(node)
+    )  # fmt: skip
 
 
 def _is_mac(node: ast.AST) -> bool:
@@ -134,7 +143,10 @@ def _tl_strided_fast_axis(k: ast.FunctionDef) -> bool:
                 for side, other in ((m.left, m.right), (m.right, m.left)):
                     row_axis = isinstance(side, ast.Subscript) and ast.unparse(side.slice).replace(" ", "") == ":,None"
                     arange = "tl.arange" in ast.unparse(side) or _reads(side, derived)
-                    if arange and not row_axis and not (isinstance(other, ast.Constant) and other.value == 1):
+                    # Triton specializes integer arguments equal to 1, so `offs * stride_x` is the idiom for a
+                    # possibly-unit stride; only other multipliers (sizes, constants > 1) prove a stride.
+                    unit = (isinstance(other, ast.Constant) and other.value == 1) or "stride" in ast.unparse(other)
+                    if arange and not row_axis and not unit:
                         return True
     return False
 
@@ -292,8 +304,32 @@ def _bounds(v: SourceView) -> bool:
 def _tail(v: SourceView) -> bool:
     return _per_backend(
         lambda v: _bounds(v) and (_any(_CUDA["ceil_div"], v.cuda, v.host) or _any(_CUDA["remainder"], v.cuda)),
-        lambda v: _bounds(v) and _any(r"\bcdiv\s*\(", v.text),
+        lambda v: _bounds(v) and (_any(r"\bcdiv\s*\(", v.text) or any(_loops(k) for k in v.triton_kernels)
+                                  or _any(r"mask\s*=\s*[^,)]*<", *v.triton_sources)),
     )(v)
+
+
+def _tl_rereads(k: ast.FunctionDef) -> bool:
+    """The same pointer argument is loaded in two different loops (not nested in one another)."""
+    params = {a.arg for a in k.args.args}
+    top_loops = [n for n in ast.walk(k) if isinstance(n, ast.For | ast.While)
+                 and not any(n is not o and any(m is n for m in ast.walk(o)) for o in _loops(k))]  # fmt: skip
+    seen: dict[str, int] = {}
+    for i, loop in enumerate(top_loops):
+        for name, call in _tl_calls(loop):
+            if name == "tl.load" and call.args:
+                for n in ast.walk(call.args[0]):
+                    if isinstance(n, ast.Name) and n.id in params and seen.setdefault(n.id, i) != i:
+                        return True
+    return False
+
+
+def _cuda_rereads(kernel: str) -> bool:
+    signature = kernel[: kernel.find("{")]
+    pointers = set(re.findall(r"\*\s*(?:__restrict__\s+)?(\w+)\s*[,)]", signature))
+    segments = re.split(r"\bfor\s*\(", kernel)[1:]  # text from each loop header to the next
+    used = [{p for p in pointers if re.search(rf"\b{p}\s*\[", seg)} for seg in segments]
+    return any(p in a and p in b for i, a in enumerate(used) for b in used[i + 1 :] for p in pointers)
 
 
 def _persistent(v: SourceView) -> bool:
@@ -328,6 +364,8 @@ RULES: dict[str, Rule] = {
     and not any("tl.dot" in _tl_names(k) for k in v.triton_kernels),
     "stencil_or_conv": _stencil,
     "reduction": _reduction,
+    "rereads_input": _per_backend(lambda v: any(_cuda_rereads(k) for k in v.cuda_kernels),
+                                  lambda v: any(_tl_rereads(k) for k in v.triton_kernels)),
     "warp_level_primitives": _per_backend(lambda v: _any(_CUDA["warp"], v.cuda),
                                           lambda v: any(_tl_reduces(k) for k in v.triton_kernels)),
     "atomics": _per_backend(lambda v: _any(_CUDA["atomics"], v.cuda),

@@ -76,9 +76,9 @@ def load_profiler_summary(path: str | Path) -> ProfilerSummary:
         ) from None
 
 
-# ---- run features: (evidence, library patterns) -> value, or None when this source cannot give it ----------------
+# ---- run features: (evidence, kernel-name patterns) -> value, or None when this source cannot give it ----------------
 
-Getter = Callable[[Evidence, list[str]], Any]
+Getter = Callable[[Evidence, dict[str, list[str]]], Any]
 
 
 def _prof(ev: Evidence) -> ProfilerSummary | None:
@@ -89,26 +89,26 @@ def _ncu(ev: Evidence) -> NcuReport | None:
     return ev.ncu if ev.ncu_status == "ok" and ev.ncu is not None and ev.ncu.kernels else None
 
 
-def _is_library(name: str, patterns: list[str]) -> bool:
+def _named(name: str, patterns: list[str]) -> bool:
     return any(re.search(p, name, flags=re.IGNORECASE) for p in patterns)
 
 
-def _prof_launches(ev: Evidence, _: list[str]) -> float | None:
+def _prof_launches(ev: Evidence, _: object) -> float | None:
     p = _prof(ev)
     return sum(k.count for k in p.kernels) / p.forwards if p else None
 
 
-def _prof_mean_us(ev: Evidence, _: list[str]) -> float | None:
+def _prof_mean_us(ev: Evidence, _: object) -> float | None:
     p = _prof(ev)
     return sum(k.total_time_us for k in p.kernels) / sum(k.count for k in p.kernels) if p else None
 
 
-def _ncu_mean_us(ev: Evidence, _: list[str]) -> float | None:
+def _ncu_mean_us(ev: Evidence, _: object) -> float | None:
     r = _ncu(ev)
     return sum(k.time_ns for k in r.kernels) / sum(k.launches for k in r.kernels) / 1e3 if r else None
 
 
-def _prof_idle(ev: Evidence, _: list[str]) -> float | None:
+def _prof_idle(ev: Evidence, _: object) -> float | None:
     p = _prof(ev)
     if p is None or p.forward_time_us is None:
         return None
@@ -121,13 +121,13 @@ def _prof_hot(ev: Evidence) -> ProfilerKernel | None:
     return max(p.kernels, key=lambda k: k.total_time_us) if p else None
 
 
-def _prof_hot_share(ev: Evidence, _: list[str]) -> float | None:
+def _prof_hot_share(ev: Evidence, _: object) -> float | None:
     p, hot = _prof(ev), _prof_hot(ev)
     total = sum(k.total_time_us for k in p.kernels) if p else 0.0
     return hot.total_time_us / total if hot and total > 0 else None
 
 
-def _prof_shares(ev: Evidence, _: list[str]) -> list[dict[str, Any]] | None:
+def _prof_shares(ev: Evidence, _: object) -> list[dict[str, Any]] | None:
     p = _prof(ev)
     if p is None:
         return None
@@ -137,7 +137,7 @@ def _prof_shares(ev: Evidence, _: list[str]) -> list[dict[str, Any]] | None:
             for k in rows]  # fmt: skip
 
 
-def _ncu_shares(ev: Evidence, _: list[str]) -> list[dict[str, Any]] | None:
+def _ncu_shares(ev: Evidence, _: object) -> list[dict[str, Any]] | None:
     r = _ncu(ev)
     return [{"name": k.name, "launches": k.launches, "time_us": k.time_ns / 1e3, "share": k.time_share}
             for k in r.kernels] if r else None  # fmt: skip
@@ -160,8 +160,12 @@ RUN_FEATURES: dict[str, dict[str, Getter]] = {
         "torch_profiler": lambda ev, _: h.total_time_us / h.count if (h := _prof_hot(ev)) else None,
     },
     "hot_kernel_is_library": {
-        "ncu": lambda ev, pats: _is_library(r.hottest.name, pats) if (r := _ncu(ev)) else None,
-        "torch_profiler": lambda ev, pats: _is_library(h.name, pats) if (h := _prof_hot(ev)) else None,
+        "ncu": lambda ev, pats: _named(r.hottest.name, pats["library"]) if (r := _ncu(ev)) else None,
+        "torch_profiler": lambda ev, pats: _named(h.name, pats["library"]) if (h := _prof_hot(ev)) else None,
+    },
+    "hot_kernel_is_gemm": {
+        "ncu": lambda ev, pats: _named(r.hottest.name, pats["gemm"]) if (r := _ncu(ev)) else None,
+        "torch_profiler": lambda ev, pats: _named(h.name, pats["gemm"]) if (h := _prof_hot(ev)) else None,
     },
     "kernel_time_shares": {"ncu": _ncu_shares, "torch_profiler": _prof_shares},
 }

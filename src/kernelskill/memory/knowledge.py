@@ -10,6 +10,7 @@ Loading checks three things and reports every problem at once, each naming file,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ REQUIRED_METHODS = ("shared_memory_tiling", "tensor_cores", "vectorize_memory_ac
                     "split_k", "persistent_kernel", "software_pipelining", "algebraic_simplification",
                     "use_vendor_library", "reduce_precision_within_tolerance", "warp_level_reduction")  # fmt: skip
 MIN_CODE_FEATURES, MIN_CASES, MIN_METHODS = 18, 30, 30
+KERNEL_NAME_GROUPS = ("library", "gemm")  # used by the run features in evidence.py
 TIER_NAME = "tier"  # the assigned headroom tier, readable by predicates, rules and cases
 
 
@@ -44,7 +46,7 @@ class KnowledgeBase:
     directory: Path
     section_files: dict[str, str]
     field_mapping: list[FieldSpec]
-    library_kernel_patterns: list[str]
+    kernel_name_patterns: dict[str, list[str]]
     run_features: list[RunFeatureSpec]
     code_features: list[CodeFeatureSpec]
     derived_fields: list[DerivedSpec]
@@ -87,10 +89,12 @@ def load_knowledge(directory: str | Path | None = None) -> KnowledgeBase:
     if not root.is_dir():
         raise KnowledgeBaseError(f"{root}: the knowledge-base directory does not exist")
     raw, files, problems = _read_sections(root)
+    unreadable = bool(problems)  # a file that failed to parse probably holds the sections that look missing
     sections: dict[str, Any] = {}
     for name, spec_type in SECTIONS.items():
         if name not in raw:
-            problems.append(f"{root.name}/: section {name!r} is missing (expected in one of the *.yaml files)")
+            if not unreadable:
+                problems.append(f"{root.name}/: section {name!r} is missing (expected in one of the *.yaml files)")
             continue
         try:
             sections[name] = TypeAdapter(spec_type).validate_python(raw[name])
@@ -197,6 +201,7 @@ class _Checker:
         self.unique_ids("bottleneck_priority_rules.rules", kb.bottleneck_priority_rules.rules)
         self.unique_ids("headroom_tiers.tiers", kb.headroom_tiers.tiers)
         self.check_extractors()
+        self.check_patterns()
         self.check_code_feature_types()
         enums = {f.id: set(f.values or ()) for f in kb.code_features if f.type == "enum"}
         enums[TIER_NAME] = {t.id for t in kb.headroom_tiers.tiers}
@@ -259,6 +264,17 @@ class _Checker:
                     self.add(f"run_features.{f.id}.sources", f"evidence.py cannot compute it from {source!r}")
         for fid in sorted(RUN_FEATURES.keys() - {f.id for f in self.kb.run_features}):
             self.add("run_features", f"evidence.py computes {fid!r}, which is not declared here")
+
+    def check_patterns(self) -> None:
+        for group in KERNEL_NAME_GROUPS:
+            if group not in self.kb.kernel_name_patterns:
+                self.add("kernel_name_patterns", f"group {group!r} is missing")
+        for group, patterns in self.kb.kernel_name_patterns.items():
+            for i, pattern in enumerate(patterns):
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    self.add(f"kernel_name_patterns.{group}[{i}]", f"invalid regular expression {pattern!r}: {exc}")
 
     def check_code_feature_types(self) -> None:
         for f in self.kb.code_features:

@@ -127,7 +127,7 @@ class _Run:
     def _run_feature(self, fid: str, sources: list[str], ftype: str) -> FieldTrace:
         getters = RUN_FEATURES[fid]
         for source in sources:
-            value = getters[source](self.ev, self.kb.library_kernel_patterns)
+            value = getters[source](self.ev, self.kb.kernel_name_patterns)
             if value is not None:
                 if ftype != "per_kernel":
                     self.env[fid] = value

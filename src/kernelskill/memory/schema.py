@@ -142,7 +142,7 @@ class MethodSpec(_Strict):
 
 SECTIONS: dict[str, object] = {
     "field_mapping": list[FieldSpec],
-    "library_kernel_patterns": list[str],
+    "kernel_name_patterns": dict[str, list[str]],  # "library" / "gemm" -> regexes over kernel names
     "run_features": list[RunFeatureSpec],
     "code_features": list[CodeFeatureSpec],
     "derived_fields": list[DerivedSpec],

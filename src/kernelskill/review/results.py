@@ -31,6 +31,7 @@ class CompileResult(BaseModel):
     backend: str
     duration_s: float = 0.0
     checked_only: bool = False  # True on CPU for CUDA sources: built with nvcc, never run
+    first_call_s: float | None = None  # the first forward, which also JIT-compiles Triton kernels
     warnings: list[str] = Field(default_factory=list)
     errors: str | None = None  # trimmed to the lines that matter; the full log is in the log file
 

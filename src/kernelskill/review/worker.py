@@ -210,7 +210,20 @@ class Worker:
             self.update(compiled=True, compile=compile_info, flags=["cuda_not_run_on_cpu"])
             self.end_stage()
             return
-        # Triton compiles at the first launch: one call on unrelated inputs builds every kernel.
+        compile_info["duration_s"] = round(time.perf_counter() - start, 3)
+        self.compile_info = compile_info
+        self.update(compiled=True, compile=compile_info)
+        self.end_stage()
+
+    def first_run(self) -> None:
+        """Triton compiles at the first launch: one call on unrelated inputs builds every kernel.
+
+        It runs under the verify stage's time limit (a forward that hangs is a verify failure), but a compilation
+        error it raises is reported as the compile failure it is.
+        """
+        torch = self.torch
+        compile_info = self.compile_info
+        start = time.perf_counter()
         try:
             with torch.no_grad():
                 self.cand_model(*self.copy_args(self.warm_inputs))
@@ -219,17 +232,15 @@ class Worker:
         except Exception as exc:
             if "CompilationError" in type(exc).__name__ or type(exc).__module__.startswith("triton.compiler"):
                 detail = _short_traceback(exc, self.cand_file)
+                self.stage_name = "compile"
                 raise self.fail("compile_error", "Triton failed to compile a kernel:\n" + detail, compile_errors=detail)
-            compile_info["duration_s"] = round(time.perf_counter() - start, 3)
             self.update(compiled=True, compile=compile_info)
-            self.stage_name = "verify"
             if _is_cuda_fatal(exc):
                 raise self.fail("crash", f"CUDA error on the first run: {_short_traceback(exc, self.cand_file)}")
             raise self.fail("runtime_error", "the candidate raised on its first run:\n" + _short_traceback(exc, self.cand_file))
-        compile_info["duration_s"] = round(time.perf_counter() - start, 3)
+        compile_info["first_call_s"] = round(time.perf_counter() - start, 3)
         self.update(compiled=True, compile=compile_info)
         self.check_integrity()
-        self.end_stage()
 
     def copy_parameters(self) -> list[str]:
         """Copy parameters and buffers whose names and shapes match from Model into ModelNew."""
@@ -242,6 +253,10 @@ class Worker:
                     value.copy_(src)
                     copied.append(name)
         return copied
+
+    def candidate_first(self) -> bool:
+        order = self.settings["order"]
+        return order == "candidate_first" or (order == "random" and self.rng.random() < 0.5)
 
     def poison(self) -> None:
         if self.device.type == "cuda" and self.guards["poison_freed_memory"]:
@@ -282,7 +297,7 @@ class Worker:
                 self.tracker.trace = None
             return out
 
-        if cand_first and self.guards["random_order"]:
+        if cand_first:
             cand_out = candidate()
             ref_out = reference()
         else:
@@ -301,6 +316,7 @@ class Worker:
         self.stage("verify")
         from kernelskill.review.guards import OpTrace
 
+        self.first_run()
         self.ref_trace, self.cand_trace = OpTrace(), OpTrace()
         self.profiled: set[str] = set()
         self.flags: set[str] = set()
@@ -311,7 +327,7 @@ class Worker:
         ref_outputs = []
         for i in range(trials):
             profile = self.device.type == "cuda" and i == seeds["profile_trial"] % trials
-            cmp, ref_out = self.one_trial(i, seeds["trials"][i], self.rng.random() < 0.5, profile)
+            cmp, ref_out = self.one_trial(i, seeds["trials"][i], self.candidate_first(), profile)
             worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
             if not cmp.ok:
                 self.update(verify=_verify_dict(False, i, i, self.settings, worst_abs, worst_rel, cmp.mismatch))
@@ -413,8 +429,9 @@ class Worker:
         """Suspiciously large speedups get many more trials on fresh inputs before they are believed."""
         seeds = self.req["seeds"]["reverify"]
         for i, seed in enumerate(seeds):
-            cmp, _ = self.one_trial(1000 + i, seed, self.rng.random() < 0.5, False)
+            cmp, _ = self.one_trial(1000 + i, seed, self.candidate_first(), False)
             if not cmp.ok:
+                self.flags.add(f"speedup_over_{self.settings['reverify_above']:g}x_reverify_failed")
                 raise self.fail("mismatch", f"speedup {speedup:.1f}x re-verified: extra trial {i + 1} of {len(seeds)} failed: "
                                 f"{cmp.mismatch.reason}")
         self.flags.add(f"speedup_over_{self.settings['reverify_above']:g}x_reverified")

@@ -1,0 +1,139 @@
+"""`kernelskill memory ...`: check the knowledge base, explain a decision, browse the methods."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from kernelskill.errors import KernelSkillError
+from kernelskill.memory.collect import collect_evidence, profile_candidate
+from kernelskill.memory.knowledge import check_coverage, load_knowledge
+from kernelskill.memory.policy import decide
+from kernelskill.memory.render import decision_json, render_decision, render_method, render_methods
+
+memory_app = typer.Typer(
+    name="memory",
+    help="Long-term memory: the expert knowledge base and the decision policy that applies it.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_KB_OPTION = typer.Option(None, "--knowledge", help="Knowledge-base directory (default: the one shipped).",
+                          file_okay=False)  # fmt: skip
+_JSON_OPTION = typer.Option(False, "--json", help="Print one JSON object instead of the readable form.")
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Print a user-fixable error without a traceback and exit with its code."""
+    try:
+        yield
+    except KernelSkillError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(code=int(exc.exit_code)) from None
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+@memory_app.command()
+def validate(knowledge: Optional[Path] = _KB_OPTION, as_json: bool = _JSON_OPTION) -> None:  # noqa: UP007
+    """Check the knowledge base (schema, cross-references, coverage) and print its counts.
+
+    Exit code 0 when valid, 2 when not (every problem is listed with file, key and what is wrong).
+
+    Example: kernelskill memory validate --knowledge ./my_knowledge
+    """
+    with _user_errors():
+        kb = load_knowledge(knowledge)
+        problems = check_coverage(kb)
+        counts = kb.counts()
+        if as_json:
+            print(json.dumps({"valid": not problems, "directory": str(kb.directory), "counts": counts,
+                              "problems": problems}, indent=2))  # fmt: skip
+        else:
+            console = _console()
+            console.print(f"knowledge base: {kb.directory}")
+            for name, n in counts.items():
+                console.print(f"  {name:<18} {n}")
+            for p in problems:
+                console.print(f"[red]coverage:[/red] {p}")
+            if not problems:
+                console.print("[green]valid[/green]")
+        if problems:
+            raise typer.Exit(code=2)
+
+
+@memory_app.command()
+def explain(
+    metrics: Optional[Path] = typer.Option(None, "--metrics", help="`ncu --csv --page raw` output (e.g. with --set full).",
+                                           dir_okay=False),  # noqa: UP007
+    code: Optional[Path] = typer.Option(None, "--code", help="Candidate source for code features.", dir_okay=False),  # noqa: UP007
+    run_features: Optional[Path] = typer.Option(None, "--run-features", dir_okay=False,  # noqa: UP007
+                                                help="PyTorch-profiler summary JSON: {forwards, forward_time_us, kernels}."),
+    problem: Optional[Path] = typer.Option(None, "--problem", help="Problem file: profile --candidate on the GPU.",
+                                           dir_okay=False),  # noqa: UP007
+    candidate: Optional[Path] = typer.Option(None, "--candidate", help="Candidate to profile (with --problem).",
+                                             dir_okay=False),  # noqa: UP007
+    kernel: Optional[str] = typer.Option(None, "--kernel", help="Regex: explain this kernel instead of the hottest."),  # noqa: UP007
+    knowledge: Optional[Path] = _KB_OPTION,  # noqa: UP007
+    as_json: bool = _JSON_OPTION,
+) -> None:
+    """Show how the policy turns evidence into a bottleneck, a case and the allowed methods.
+
+    Examples:
+      kernelskill memory explain --metrics ncu.csv --code candidate.py
+      kernelskill memory explain --metrics ncu.csv --run-features profile.json --json
+      kernelskill memory explain --problem problem.py --candidate candidate.py
+    """
+    with _user_errors():
+        if (problem is None) != (candidate is None):
+            raise KernelSkillError("--problem and --candidate go together (profile the candidate, then explain)")
+        if problem is not None and (metrics is not None or run_features is not None):
+            raise KernelSkillError("give either --problem/--candidate (profile now) or --metrics/--run-features "
+                                   "(already captured), not both")  # fmt: skip
+        kb = load_knowledge(knowledge)
+        if problem is not None and candidate is not None:
+            evidence = profile_candidate(problem, candidate)
+        else:
+            evidence = collect_evidence(kb, metrics=metrics, code=code, run_features=run_features)
+        decision = decide(kb, evidence, kernel=kernel)
+        if as_json:
+            print(decision_json(decision))
+        else:
+            render_decision(decision, _console(), kb)
+
+
+@memory_app.command("methods")
+def methods_cmd(
+    method_id: Optional[str] = typer.Argument(None, help="Show this method in full."),  # noqa: UP007
+    knowledge: Optional[Path] = _KB_OPTION,  # noqa: UP007
+    as_json: bool = _JSON_OPTION,
+) -> None:
+    """List the optimization methods, or show one (intent, preconditions, expected change, cues).
+
+    Example: kernelskill memory methods tensor_cores
+    """
+    with _user_errors():
+        kb = load_knowledge(knowledge)
+        if method_id is None:
+            if as_json:
+                print(json.dumps([m.model_dump(mode="json") for m in kb.methods], indent=2))
+            else:
+                render_methods(kb.methods, _console())
+            return
+        method = kb.method(method_id)
+        if method is None:
+            raise KernelSkillError(f"no method {method_id!r}; `kernelskill memory methods` lists them")
+        if as_json:
+            print(json.dumps(method.model_dump(mode="json"), indent=2))
+        else:
+            render_method(method, _console())

@@ -1,0 +1,18 @@
+"""Cheat 11: right on the verify trials and on every timed call, wrong afterwards (and very fast).
+
+Only re-verifying a suspicious speedup on extra trials with fresh inputs catches it.
+"""
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, a, b):
+        self.calls += 1
+        if self.calls > 18:  # 1 warm-up call + 5 trials + 2 + 10 timing calls (the test pins these)
+            return torch.zeros(a.shape[0], b.shape[1])
+        return torch.tanh(a @ b * 0.1 + 0.199)

@@ -1,0 +1,36 @@
+"""Cheat 1: return uninitialized memory, hoping it still holds the reference's freed output.
+
+On CUDA the caching allocator hands the reference's just-freed output block to the next allocation of the same size,
+so without poisoning this "computes" the right answer. A dummy kernel launch satisfies the own-kernel policy.
+Caught by: poisoning freed device memory (guard poison_freed_memory) -> NaN output -> mismatch.
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gelu_chain_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    y = tl.load(x_ptr + offs, mask=mask, other=0.0) * 2.0 + 1.0
+    tl.store(out_ptr + offs, 0.5 * y * (1.0 + tl.math.erf(y * 0.7071067811865476)), mask=mask)
+
+
+def gelu_chain(x):
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    _gelu_chain_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+
+@triton.jit
+def _touch(p):
+    pass
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        _touch[(1,)](x)
+        return torch.empty_like(x)

@@ -536,7 +536,8 @@ def environment(ncu: str, python: str) -> dict[str, str]:
     probes = {
         "ncu": [ncu, "--version"],
         "gpu": ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-        "torch": [python, "-c", "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())"],
+        "torch": [python, "-c", "import torch; print(torch.__version__, torch.version.cuda, "
+                                "torch.cuda.is_available())"],
         "triton": [python, "-c", "import triton; print(triton.__version__)"],
     }
     for key, cmd in probes.items():
@@ -605,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
             {**asdict(o), "description": s.description, "expected_bottlenecks": list(s.expected_bottlenecks),
              "must_allow": list(s.must_allow), "must_not_allow": list(s.must_not_allow),
              "launch_skip": s.launch_skip, "launch_count": s.launch_count}
-            for s, o in zip(chosen, outcomes)
+            for s, o in zip(chosen, outcomes, strict=True)
         ],
     }  # fmt: skip
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

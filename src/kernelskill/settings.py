@@ -60,7 +60,7 @@ class ReviewSettings(BaseModel):
     order: Literal["random", "reference_first", "candidate_first"] = Field(
         "random", description="which side runs first in each trial; random (a coin per trial) unless debugging"
     )
-    input_sets: int = Field(3, ge=2, le=16, description="distinct input sets rotated through while timing")
+    input_sets: int = Field(3, ge=3, le=16, description="distinct input sets rotated through while timing")
     reverify_above: float = Field(10.0, gt=1, description="speedups above this are re-verified and flagged")
     reverify_trials: int = Field(20, ge=1)
     timeouts: StageTimeouts = StageTimeouts()

@@ -86,8 +86,9 @@ def test_kleene_logic_lets_a_known_false_decide(kb):
     assert d.bottleneck == "memory_latency"
     ml = {c.id: c for c in d.cases}
     assert ml["ml_naive_gemm"].state == "unknown" and ml["ml_naive_gemm"].missing == ["naive_gemm"]
-    assert d.case == "ml_small_grid" or d.case == "ml_low_occupancy" or d.case == "ml_generic"
-    assert any("ml_naive_gemm" in c and "passed over" in c for c in d.caveats)
+    assert d.case == "ml_generic"
+    skipped = "case(s) ml_naive_gemm, ml_loop_unpipelined, ml_atomic_contention could not be evaluated"
+    assert any(c.startswith(skipped) for c in d.caveats), d.caveats
 
 
 def test_without_any_metrics_the_structural_fallback_decides(kb):
@@ -135,7 +136,8 @@ def test_limiter_above_every_tier_is_an_explicit_outcome(kb):
     assert d.tier_trace.limiter_value == pytest.approx(104.0)
     assert "outside every tier" in d.tier_trace.note
     assert d.predicates["near_roofline"].state == "unknown"
-    assert d.predicates["near_roofline"].undefined and "outside every tier" in d.predicates["near_roofline"].undefined[0]
+    undefined = d.predicates["near_roofline"].undefined
+    assert undefined and "outside every tier" in undefined[0]
     # tier-gated cases cannot be evaluated; a tier-free case decides, and the trace says so
     gated = {c.id: c for c in d.cases}
     assert gated["mb_dram_pointwise_near_peak"].state == "unknown"
@@ -143,7 +145,7 @@ def test_limiter_above_every_tier_is_an_explicit_outcome(kb):
     assert any("outside every tier" in c for c in d.caveats)
 
 
-# ---- vetoes ------------------------------------------------------------------------------------------------------------
+# ---- vetoes ----------------------------------------------------------------------------------------------------
 
 
 def test_global_veto_removes_methods_and_names_the_rule(kb):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -25,9 +26,12 @@ memory_app = typer.Typer(
     add_completion=False,
 )
 
-_KB_OPTION = typer.Option(None, "--knowledge", help="Knowledge-base directory (default: the one shipped).",
-                          file_okay=False)  # fmt: skip
-_JSON_OPTION = typer.Option(False, "--json", help="Print one JSON object instead of the readable form.")
+KnowledgeOpt = Annotated[
+    Optional[Path],  # noqa: UP045 - typer reads the annotation at run time, also on Python 3.10
+    typer.Option("--knowledge", help="Knowledge-base directory (default: the one shipped).", file_okay=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the readable form.")]
+FileOpt = Optional[Path]  # noqa: UP045
 
 
 @contextmanager
@@ -41,11 +45,13 @@ def _user_errors() -> Iterator[None]:
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    # Piped output (files, CI logs) gets a wide page so metric names are not folded; a terminal keeps its width.
+    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(highlight=False, width=160 if wide else None)
 
 
 @memory_app.command()
-def validate(knowledge: Optional[Path] = _KB_OPTION, as_json: bool = _JSON_OPTION) -> None:  # noqa: UP007
+def validate(knowledge: KnowledgeOpt = None, as_json: JsonOpt = False) -> None:
     """Check the knowledge base (schema, cross-references, coverage) and print its counts.
 
     Exit code 0 when valid, 2 when not (every problem is listed with file, key and what is wrong).
@@ -74,18 +80,18 @@ def validate(knowledge: Optional[Path] = _KB_OPTION, as_json: bool = _JSON_OPTIO
 
 @memory_app.command()
 def explain(
-    metrics: Optional[Path] = typer.Option(None, "--metrics", help="`ncu --csv --page raw` output (e.g. with --set full).",
-                                           dir_okay=False),  # noqa: UP007
-    code: Optional[Path] = typer.Option(None, "--code", help="Candidate source for code features.", dir_okay=False),  # noqa: UP007
-    run_features: Optional[Path] = typer.Option(None, "--run-features", dir_okay=False,  # noqa: UP007
-                                                help="PyTorch-profiler summary JSON: {forwards, forward_time_us, kernels}."),
-    problem: Optional[Path] = typer.Option(None, "--problem", help="Problem file: profile --candidate on the GPU.",
-                                           dir_okay=False),  # noqa: UP007
-    candidate: Optional[Path] = typer.Option(None, "--candidate", help="Candidate to profile (with --problem).",
-                                             dir_okay=False),  # noqa: UP007
-    kernel: Optional[str] = typer.Option(None, "--kernel", help="Regex: explain this kernel instead of the hottest."),  # noqa: UP007
-    knowledge: Optional[Path] = _KB_OPTION,  # noqa: UP007
-    as_json: bool = _JSON_OPTION,
+    metrics: Annotated[FileOpt, typer.Option(help="`ncu --csv --page raw` output (e.g. with --set full).",
+                                             dir_okay=False)] = None,
+    code: Annotated[FileOpt, typer.Option(help="Candidate source for code features.", dir_okay=False)] = None,
+    run_features: Annotated[FileOpt, typer.Option(help="PyTorch-profiler summary JSON: {forwards, forward_time_us, "
+                                                       "kernels}.", dir_okay=False)] = None,
+    problem: Annotated[FileOpt, typer.Option(help="Problem file: profile --candidate on the GPU.",
+                                             dir_okay=False)] = None,
+    candidate: Annotated[FileOpt, typer.Option(help="Candidate to profile (with --problem).", dir_okay=False)] = None,
+    kernel: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Regex: explain this kernel instead of the hottest.")] = None,
+    knowledge: KnowledgeOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Show how the policy turns evidence into a bottleneck, a case and the allowed methods.
 
@@ -114,9 +120,9 @@ def explain(
 
 @memory_app.command("methods")
 def methods_cmd(
-    method_id: Optional[str] = typer.Argument(None, help="Show this method in full."),  # noqa: UP007
-    knowledge: Optional[Path] = _KB_OPTION,  # noqa: UP007
-    as_json: bool = _JSON_OPTION,
+    method_id: Annotated[Optional[str], typer.Argument(help="Show this method in full.")] = None,  # noqa: UP045
+    knowledge: KnowledgeOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """List the optimization methods, or show one (intent, preconditions, expected change, cues).
 

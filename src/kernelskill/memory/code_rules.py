@@ -26,7 +26,8 @@ _CUDA = {
     "vector": r"\b(float[24]|int[24]|uint[24]|double2|half2|__half2|__nv_bfloat162|longlong2|char4|uchar4)\b"
               r"|ld\.global(\.nc)?\.v[248]",
     "guard": r"\bif\s*\([^;{]*(<|>=|<=|>)[^;{]*\)",
-    "ceil_div": r"\(\s*[\w.\->]+\s*\+\s*[\w.\->()]+\s*-\s*1\s*\)\s*/|\bcdiv\b|\bceil_div\b|\bDIV_UP\b",
+    "ceil_div": r"\(\s*[\w.\->]+\s*\+\s*[\w.\->()]+\s*-\s*1\s*\)\s*/|\(\s*[\w.\->]+\s*\+\s*\d+\s*\)\s*/"
+                r"|\bcdiv\b|\bceil_div\b|\bDIV_UP\b",
     "remainder": r"%\s*(2|4|8|16)\b|&\s*(1|3|7|15)\b",
     "transcendental": r"\b(?:__)?(?:expf?|exp2f?|expm1f?|logf?|log2f?|log1pf?|sinf?|cosf?|tanf?|tanhf?|erff?|"
                       r"erfcf?|powf?|sqrtf?|rsqrtf?|cbrtf?|__fdividef|hexp|hlog|h2exp|h2log)\s*\(",
@@ -141,14 +142,28 @@ def _tl_strided_fast_axis(k: ast.FunctionDef) -> bool:
         for m in ast.walk(call.args[0]):
             if isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mult):
                 for side, other in ((m.left, m.right), (m.right, m.left)):
-                    row_axis = isinstance(side, ast.Subscript) and ast.unparse(side.slice).replace(" ", "") == ":,None"
+                    row_axis = isinstance(side, ast.Subscript) and _slice_text(side) == ":,None"
                     arange = "tl.arange" in ast.unparse(side) or _reads(side, derived)
-                    # Triton specializes integer arguments equal to 1, so `offs * stride_x` is the idiom for a
-                    # possibly-unit stride; only other multipliers (sizes, constants > 1) prove a stride.
-                    unit = (isinstance(other, ast.Constant) and other.value == 1) or "stride" in ast.unparse(other)
-                    if arange and not row_axis and not unit:
+                    if arange and not row_axis and _proves_stride(other):
                         return True
     return False
+
+
+# Names that look like sizes (n, N, n_cols, BLOCK, width, ld...): multiplying the fastest axis by one of them
+# strides it. Other names (stride_x, s_ak) may be 1 at run time - Triton specializes integer arguments equal to 1,
+# which is the idiom for possibly-unit strides - so they prove nothing.
+_SIZE_NAME = re.compile(r"^(n|n_\w+|num_\w+|[A-Z][A-Z0-9_]*|\w*(size|cols|rows|width|height|dim|len|numel)\w*|ld\w*)$")
+
+
+def _proves_stride(multiplier: ast.AST) -> bool:
+    if isinstance(multiplier, ast.Constant):
+        return isinstance(multiplier.value, int | float) and multiplier.value > 1
+    return isinstance(multiplier, ast.Name) and bool(_SIZE_NAME.match(multiplier.id))
+
+
+def _slice_text(node: ast.Subscript) -> str:
+    """'x[:, None]' -> ':,None' (ast.unparse writes the tuple with or without parentheses by Python version)."""
+    return ast.unparse(node.slice).replace(" ", "").removeprefix("(").removesuffix(")")
 
 
 def _reads(node: ast.AST, names: set[str]) -> bool:
@@ -189,7 +204,8 @@ def _cuda_mac(kernel: str) -> bool:
     for lhs, rhs in re.findall(r"([\w\[\]\s.+*-]+?)\s*\+=\s*([^;]+);", kernel):
         if lhs.strip() in loop_vars or re.search(r"blockDim|gridDim|stride", rhs):
             continue
-        if re.search(r"\]\s*\*\s*[\w(]|\*\s*[A-Za-z_]\w*\s*\[", rhs) or re.search(r"\bfmaf?\s*\(|__fmaf?_r\w\s*\(", rhs):
+        subscript_product = re.search(r"\]\s*\*\s*[\w(]|\*\s*[A-Za-z_]\w*\s*\[", rhs)
+        if subscript_product or re.search(r"\bfmaf?\s*\(|__fmaf?_r\w\s*\(", rhs):
             return True
     return bool(re.search(r"\bfmaf?\s*\(|__fmaf?_r\w\s*\(", kernel) and "for" in kernel)
 
@@ -211,7 +227,8 @@ def _shared_tiling(v: SourceView) -> bool:
 def _tensor_cores(v: SourceView) -> bool:
     return _per_backend(
         lambda v: _any(_CUDA["tensor_cores"], v.cuda),
-        lambda v: any("tl.dot" in _tl_names(k) and (not _tl_ieee_only(k) or _low_precision(v)) for k in v.triton_kernels),
+        lambda v: any("tl.dot" in _tl_names(k) and (not _tl_ieee_only(k) or _low_precision(v))
+                      for k in v.triton_kernels),  # fmt: skip
     )(v)
 
 
@@ -270,7 +287,7 @@ def _stencil(v: SourceView) -> bool:
 
 def _transcendental_heavy(v: SourceView) -> bool:
     def triton(v: SourceView) -> bool:
-        calls = [n for k in v.triton_kernels for n in _tl_names(k) if n.startswith("tl.")]
+        calls = [n for k in v.triton_kernels for n, _ in _tl_calls(k) if n.startswith("tl.")]
         return sum(1 for n in calls if n.split(".")[-1] in _TL_TRANSCENDENTAL) + sum(
             len(re.findall(r"libdevice\.\w+\(", s)) for s in v.triton_sources
         ) >= 2
@@ -327,6 +344,7 @@ def _tl_rereads(k: ast.FunctionDef) -> bool:
 def _cuda_rereads(kernel: str) -> bool:
     signature = kernel[: kernel.find("{")]
     pointers = set(re.findall(r"\*\s*(?:__restrict__\s+)?(\w+)\s*[,)]", signature))
+    pointers |= set(re.findall(r"\w\s*\*\s*(?:const\s+)?(?:__restrict__\s+)?(\w+)\s*=", kernel))  # local aliases
     segments = re.split(r"\bfor\s*\(", kernel)[1:]  # text from each loop header to the next
     used = [{p for p in pointers if re.search(rf"\b{p}\s*\[", seg)} for seg in segments]
     return any(p in a and p in b for i, a in enumerate(used) for b in used[i + 1 :] for p in pointers)

@@ -119,7 +119,9 @@ def _analyse_host(view: SourceView, tree: ast.Module, clean: str, strings: list[
     cls = next((c for c in classes if c.name == "ModelNew"), None) or next(
         (c for c in classes if any(isinstance(b, ast.FunctionDef) and b.name == "forward" for b in c.body)), None
     )
-    forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward"), None) if cls else None
+    if cls is None:
+        return
+    forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward"), None)
     if forward is None:
         return
     # the forward and the helpers it calls (two levels deep covers wrapper -> launcher)
@@ -145,7 +147,8 @@ def _load_inline_functions(tree: ast.Module) -> set[str]:
         if isinstance(call, ast.Call) and ast.unparse(call.func).endswith("load_inline"):
             for kw in call.keywords:
                 if kw.arg == "functions" and isinstance(kw.value, ast.List | ast.Tuple):
-                    names |= {e.value for e in kw.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+                    names |= {e.value for e in kw.value.elts
+                              if isinstance(e, ast.Constant) and isinstance(e.value, str)}  # fmt: skip
     return names
 
 

@@ -21,7 +21,9 @@ def collect_evidence(
 ) -> Evidence:
     """Evidence from an `ncu --csv --page raw` file, a candidate source and a profiler-summary JSON (each optional)."""
     if metrics is None and code is None and run_features is None:
-        raise KernelSkillError("no evidence given: pass --metrics NCU.csv, --code CANDIDATE.py and/or --run-features JSON")
+        raise KernelSkillError(
+            "no evidence given: pass --metrics NCU.csv, --code CANDIDATE.py and/or --run-features JSON"
+        )
     ev = Evidence()
     if metrics is not None:
         ev.ncu = load_ncu_csv(metrics)

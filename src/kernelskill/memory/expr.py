@@ -149,7 +149,7 @@ def _check_node(node: ast.AST) -> None:
         if node.func.id in ("abs", "known") and len(node.args) != 1:
             raise ExprError(f"{node.func.id}() takes exactly one argument")
     elif isinstance(node, ast.Compare):
-        for op, right in zip(node.ops, node.comparators):
+        for op, right in zip(node.ops, node.comparators, strict=True):
             if isinstance(op, ast.In | ast.NotIn) and not (
                 isinstance(right, ast.Tuple) and all(isinstance(e, ast.Constant) for e in right.elts)
             ):
@@ -163,7 +163,7 @@ def _is_function_position(name: ast.Name, tree: ast.AST) -> bool:
 def _string_pairs(node: ast.Compare) -> list[tuple[str, str]]:
     operands = [node.left, *node.comparators]
     out: list[tuple[str, str]] = []
-    for left, right in zip(operands, operands[1:]):
+    for left, right in zip(operands, operands[1:], strict=False):
         for a, b in ((left, right), (right, left)):
             if isinstance(a, ast.Name):
                 consts = b.elts if isinstance(b, ast.Tuple) else [b]
@@ -257,7 +257,7 @@ class _Evaluator:
         # a < b < c means (a < b) and (b < c); each link is three-valued.
         results: list[bool | Unknown] = []
         left = self.visit(node.left)
-        for op, right_node in zip(node.ops, node.comparators):
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
             right = self.visit(right_node)
             results.append(self.compare(op, left, right))
             left = right

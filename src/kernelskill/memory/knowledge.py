@@ -35,6 +35,7 @@ REQUIRED_METHODS = ("shared_memory_tiling", "tensor_cores", "vectorize_memory_ac
 MIN_CODE_FEATURES, MIN_CASES, MIN_METHODS = 18, 30, 30
 KERNEL_NAME_GROUPS = ("library", "gemm")  # used by the run features in evidence.py
 TIER_NAME = "tier"  # the assigned headroom tier, readable by predicates, rules and cases
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is present: 5x faster
 
 
 def default_knowledge_dir() -> Path:
@@ -142,7 +143,7 @@ def _read_sections(root: Path) -> tuple[dict[str, Any], dict[str, str], list[str
         problems.append(f"{root}: no *.yaml files")
     for path in paths:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -296,7 +297,7 @@ class _Checker:
         for t in tiers:
             if t.min >= t.max:
                 self.add(f"headroom_tiers.tiers.{t.id}", f"min {t.min} must be below max {t.max}")
-        for a, b in zip(tiers, tiers[1:]):
+        for a, b in zip(tiers, tiers[1:], strict=False):
             if a.max != b.min:
                 gap = "overlap" if a.max > b.min else "a gap"
                 self.add("headroom_tiers.tiers", f"tiers {a.id} and {b.id} have {gap} ({a.id} ends at {a.max}, "

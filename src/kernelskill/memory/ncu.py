@@ -154,11 +154,11 @@ def parse_ncu_csv(text: str, source: str = "<ncu csv>") -> NcuReport:
                 f"{source}: line {line_no} has {len(row)} cells but the header has {len(header)}; the file is "
                 "truncated or mixed with other output"
             )
-        launches.append(dict(zip(header, row)))
+        launches.append(dict(zip(header, row, strict=True)))
     if not launches:
         raise KernelSkillError(f"{source}: the CSV has a header but no kernel rows; ncu profiled no kernel launch")
     metric_cols = [c for c in header if c not in ID_COLUMNS]
-    col_units = dict(zip(header, units))
+    col_units = dict(zip(header, units, strict=False))  # a short units line leaves blanks
     kernels = _aggregate(launches, header[name_col], metric_cols, col_units, source)
     return NcuReport(source=source, kernels=kernels, notes=notes)
 

@@ -57,8 +57,9 @@ class _Run:
     def decide(self) -> Decision:
         kb, ev = self.kb, self.ev
         if ev.ncu_status != "ok":
-            self.caveats.append(f"ncu metrics: {ev.ncu_status}" + (f" ({ev.ncu_note})" if ev.ncu_note else "")
-                                + "; metric fields are unknown, the decision rests on run and code features")  # fmt: skip
+            note = f" ({ev.ncu_note})" if ev.ncu_note else ""
+            self.caveats.append(f"ncu metrics: {ev.ncu_status}{note}; metric fields are unknown, the decision "
+                                "rests on run and code features")  # fmt: skip
         fields = [self._field(spec) for spec in kb.field_mapping]
         run = [self._run_feature(spec.id, spec.sources, spec.type) for spec in kb.run_features]
         features = dict(ev.code_features)
@@ -99,7 +100,8 @@ class _Run:
     def _field(self, spec: FieldSpec) -> FieldTrace:
         if self.record is None:
             self.env[spec.id] = Unknown({spec.id})
-            return FieldTrace(id=spec.id, status="missing", unit=spec.unit, note=f"no ncu metrics ({self.ev.ncu_status})")
+            note = f"no ncu metrics ({self.ev.ncu_status})"
+            return FieldTrace(id=spec.id, status="missing", unit=spec.unit, note=note)
         present, problems, status = [], [], "missing"
         for source in spec.sources:
             m = self.record.metrics.get(source)
@@ -207,7 +209,8 @@ class _Run:
                     t = self._eval(f"decision_table.{c.id}.{gate}", f"{c.id}.{gate}", boolean=True)
                     gates[gate] = t.state  # type: ignore[assignment]
                     missing |= set(t.missing)
-            state: State = "false" if "false" in gates.values() else "unknown" if "unknown" in gates.values() else "true"
+            states = set(gates.values())  # Kleene conjunction of the gates
+            state: State = "false" if "false" in states else "unknown" if "unknown" in states else "true"
             selected = chosen is None and state == "true"
             if selected:
                 chosen = c

@@ -64,7 +64,8 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
         t = _table(f"Kernels by time ({len(d.kernels)}; the hottest drives the decision)", "", "kernel", "launches",
                    "time us", "share")  # fmt: skip
         for k in d.kernels[:15]:
-            t.add_row("*" if k.name == d.kernel else "", k.name[:90], str(k.launches), _fmt(k.time_us), f"{k.share:.1%}")
+            hot = "*" if k.name == d.kernel else ""
+            t.add_row(hot, k.name[:90], str(k.launches), _fmt(k.time_us), f"{k.share:.1%}")
         console.print(t)
     t = _table("Normalized fields (hot kernel)", "field", "value", "unit", "source")
     for f in d.fields:
@@ -75,11 +76,13 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
     console.print(t)
     t = _table("Run features", "feature", "value", "source")
     for f in d.run_features:
-        t.add_row(f.id, _fmt(f.value) if f.status == "ok" else Text("missing", style="yellow"), f.source or f.note or "")
+        value = _fmt(f.value) if f.status == "ok" else Text("missing", style="yellow")
+        t.add_row(f.id, value, f.source or f.note or "")
     console.print(t)
     t = _table("Code features", "feature", "value", "mode", "note")
     for name, fv in d.features.items():
-        t.add_row(name, _fmt(fv.value) if fv.status == "ok" else Text("unknown", style="yellow"), fv.mode, fv.reason or "")
+        value = _fmt(fv.value) if fv.status == "ok" else Text("unknown", style="yellow")
+        t.add_row(name, value, fv.mode, fv.reason or "")
     console.print(t)
     console.rule("[bold]Decision")
     t = _table("Derived fields", "field", "value", "expression")

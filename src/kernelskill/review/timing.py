@@ -1,8 +1,8 @@
 """Timing a forward the way Triton's do_bench does, with the guards a reviewer needs.
 
-Per timed iteration, outside the timed region: fresh copies of one of several input sets are made (rotating
-contents under reused pointers defeats caching by pointer, shape or call count) and the L2 cache is flushed by
-zeroing a persistent buffer larger than it. Inside: one CUDA event pair around the call, and a device-wide
+Per timed iteration, outside the timed region: one of several input sets is copied into one of two fixed input
+buffers (the same pointers see different contents from call to call, which defeats caching by pointer, shape or
+call count) and the L2 cache is flushed by zeroing a persistent buffer larger than it. Inside: one CUDA event pair around the call, and a device-wide
 synchronize before the stop event so work hidden on side streams is counted. All samples are kept.
 Reference and candidate are timed in the same process, interleaved in blocks, under the same conditions.
 """
@@ -32,8 +32,14 @@ class Timer:
         n = L2_FLUSH_BYTES if self.cuda else 32 * 1024 * 1024
         self.flush_buffer = torch.empty(n // 4, dtype=torch.int32, device=device)
 
-    def _one(self, fn: Callable, args: list) -> tuple[float, object]:
-        fresh = clone_args(args)
+    def _one(self, fn: Callable, args: list, slot: list | None = None) -> tuple[float, object]:
+        if slot is None:
+            fresh = clone_args(args)
+        else:
+            for dst, src in zip(slot, args):
+                if isinstance(dst, torch.Tensor):
+                    dst.copy_(src)
+            fresh = slot
         self.flush_buffer.zero_()
         if self.cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -63,9 +69,10 @@ class Timer:
         (input set index, output) so they can be checked against the reference.
         """
         with torch.no_grad():
+            slots = [clone_args(input_sets[0]) for _ in range(2)]  # 2 buffers, len(input_sets) >= 3 contents
             for name, fn in fns.items():
                 for i in range(warmup):
-                    self._one(fn, input_sets[i % len(input_sets)])
+                    self._one(fn, input_sets[i % len(input_sets)], slots[i % 2])
             samples: dict[str, list[float]] = {name: [] for name in fns}
             kept: dict[str, list[tuple[int, object]]] = {name: [] for name in fns}
             done = 0
@@ -77,10 +84,11 @@ class Timer:
                         self.poison()
                     for j in range(n):
                         k = (counter + j) % len(input_sets)
-                        ms, out = self._one(fn, input_sets[k])
+                        ms, out = self._one(fn, input_sets[k], slots[(counter + j) % 2])
                         samples[name].append(ms)
                         if done + j >= iters - keep_last:
-                            kept[name].append((k, out))
+                            # a copy: an output that aliases the input buffer would be overwritten by later calls
+                            kept[name].append((k, _copy_outputs(out)))
                         else:
                             del out
                 counter += n
@@ -88,6 +96,14 @@ class Timer:
             if self.cuda:
                 torch.cuda.synchronize(self.device)
         return samples, kept
+
+
+def _copy_outputs(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_copy_outputs(o) for o in out)
+    return out
 
 
 def plain_event_loop(fn: Callable, args: list, warmup: int = 25, iters: int = 100) -> float:

@@ -1,0 +1,107 @@
+"""Parsing `ncu --csv --page raw` output: layout, units, thousands separators, grouping, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelskill.errors import KernelSkillError
+from kernelskill.memory.ncu import canonical_unit, load_ncu_csv, parse_ncu_csv, parse_number
+from memhelpers import NCU_DATA
+
+HEAD = '"ID","Process ID","Kernel Name","Block Size","gpu__time_duration.sum","dram__bytes_read.sum",' \
+       '"sm__throughput.avg.pct_of_peak_sustained_elapsed","launch__registers_per_thread"\n'  # fmt: skip
+UNITS = '"","","","","usecond","Mbyte","%","register/thread"\n'
+
+
+def row(i: int, name: str, us: str, mb: str, pct: str, regs: str = "32") -> str:
+    return f'"{i}","7","{name}","(256, 1, 1)","{us}","{mb}","{pct}","{regs}"\n'
+
+
+@pytest.mark.parametrize(
+    ("unit", "canonical", "factor"),
+    [
+        ("nsecond", "nsecond", 1.0), ("usecond", "nsecond", 1e3), ("msecond", "nsecond", 1e6),
+        ("second", "nsecond", 1e9), ("byte", "byte", 1.0), ("Kbyte", "byte", 1e3), ("Mbyte", "byte", 1e6),
+        ("Gbyte", "byte", 1e9), ("Kibyte", "byte", 1024.0), ("Gbyte/second", "byte/nsecond", 1.0),
+        ("Tbyte/second", "byte/nsecond", 1e3), ("cycle/usecond", "cycle/nsecond", 1e-3), ("Mcycle", "cycle", 1e6),
+        ("%", "%", 1.0), ("register/thread", "register/thread", 1.0), ("", "", 1.0), ("sector", "sector", 1.0),
+    ],
+)  # fmt: skip
+def test_canonical_units(unit, canonical, factor):
+    got_unit, got_factor = canonical_unit(unit)
+    assert got_unit == canonical and got_factor == pytest.approx(factor)
+
+
+@pytest.mark.parametrize(("text", "value"), [("1,234,567", 1234567.0), ("12.50", 12.5), ("-3", -3.0), ("", None),
+                                              ("n/a", None), ("(256, 1, 1)", None), ("nan", None), ("inf", None)])
+def test_parse_number(text, value):
+    assert parse_number(text) == value
+
+
+def test_grouping_sums_counters_and_time_weights_the_rest():
+    text = HEAD + UNITS + row(0, "k_a", "1,000", "2", "10") + row(1, "k_b", "500", "1", "90") \
+        + row(2, "k_a", "3,000", "4", "50", regs="40")  # fmt: skip
+    report = parse_ncu_csv(text)
+    assert [k.name for k in report.kernels] == ["k_a", "k_b"]  # hottest first
+    a = report.hottest
+    assert a.launches == 2 and a.time_ns == pytest.approx(4_000_000)
+    assert a.time_share == pytest.approx(4000 / 4500)
+    assert a.number("dram__bytes_read.sum") == pytest.approx(6e6)  # .sum counters add up, Mbyte -> byte
+    # other metrics: time-weighted mean (1000 us at 10 %, 3000 us at 50 %)
+    assert a.number("sm__throughput.avg.pct_of_peak_sustained_elapsed") == pytest.approx(40.0)
+    assert a.number("launch__registers_per_thread") == pytest.approx(38.0)
+    assert a.metrics["gpu__time_duration.sum"].unit == "nsecond"
+    assert a.block_size == "(256, 1, 1)"
+
+
+def test_text_values_are_kept_from_the_longest_launch():
+    text = HEAD.replace("launch__registers_per_thread", "launch__func_cache_config") + UNITS.replace(
+        "register/thread", "") + row(0, "k", "10", "1", "5", regs="CachePreferNone")  # fmt: skip
+    k = parse_ncu_csv(text).hottest
+    assert k.metrics["launch__func_cache_config"].value == "CachePreferNone"
+    assert k.number("launch__func_cache_config") is None
+
+
+def test_lines_before_the_header_are_skipped_and_noted():
+    report = load_ncu_csv(NCU_DATA / "synthetic_sol_only.csv")
+    assert report.notes and "skipped 1 line" in report.notes[0]
+    assert report.hottest.time_ns == pytest.approx(116_200)
+
+
+def test_every_synthetic_capture_parses():
+    files = sorted(NCU_DATA.glob("synthetic_*.csv"))
+    assert len(files) >= 8
+    for path in files:
+        report = load_ncu_csv(path)
+        assert report.kernels and all(k.time_ns > 0 for k in report.kernels)
+        assert report.kernels == sorted(report.kernels, key=lambda k: -k.time_ns)
+
+
+def test_tiny_launch_capture_groups_48_launches_into_4_kernels():
+    report = load_ncu_csv(NCU_DATA / "synthetic_many_tiny_launches.csv")
+    assert len(report.kernels) == 4 and sum(k.launches for k in report.kernels) == 48
+    assert report.hottest.name.startswith("void at::native::vectorized_elementwise_kernel<4, at::native::sin")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("hello\nworld\n", 'no header line starting with "ID"'),
+        ('"ID","Kernel Name","sm__throughput.avg.pct_of_peak_sustained_elapsed"\n"","","%"\n"0","k","5"\n',
+         "no gpu__time_duration.sum column"),
+        ('"ID","Process ID","gpu__time_duration.sum"\n"","","nsecond"\n"0","1","5"\n', 'no "Kernel Name" column'),
+        (HEAD + UNITS, "no kernel rows"),
+        (HEAD + UNITS + row(0, "k", "1", "1", "1") + '"1","7","k"\n', "line 4 has 3 cells but the header has 8"),
+        (HEAD + UNITS + row(0, "k", "n/a", "1", "1"), "has no gpu__time_duration.sum value"),
+        (HEAD + UNITS.replace("usecond", "byte") + row(0, "k", "1", "1", "1"), "not a time"),
+    ],
+)  # fmt: skip
+def test_malformed_files_give_a_clear_error(text, message):
+    with pytest.raises(KernelSkillError) as info:
+        parse_ncu_csv(text, source="x.csv")
+    assert message in str(info.value) and str(info.value).startswith("x.csv: ")
+
+
+def test_missing_file_is_a_user_error(tmp_path):
+    with pytest.raises(KernelSkillError, match="cannot read the ncu CSV"):
+        load_ncu_csv(tmp_path / "absent.csv")

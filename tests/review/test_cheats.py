@@ -1,0 +1,109 @@
+"""Every cheat in tests/data/cheats must be caught, by the check that is meant to catch it.
+
+Each case is run twice: with all guards on (the verdict must name the check), and with the guard that catches it
+turned off (the cheat must then get further — usually all the way to "correct"). The second run proves the guard,
+not luck, is what stops the cheat; remove a guard from the code and the first assertion fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_review
+
+P01 = "problems/p01_pointwise_gelu_chain.py"
+
+# (cheat file, settings for both runs, expected check (or error kind) with guards on,
+#  guards to turn off, expected outcome with them off: "correct" or a check name)
+CASES = [
+    ("cheats/input_mutation.py", {"order": "candidate_first", "timing": False}, "mismatch", {"clone_inputs": False}, "correct"),
+    ("cheats/cache_call_count.py", {"reverify_above": 1e9}, "runtime:timed-outputs", {"timed_outputs": False}, "correct"),
+    ("cheats/known_seed.py", {"timing": False}, "mismatch", {"secret_seeds": False}, "correct"),
+    ("cheats/thread_import.py", {}, "static:concurrency", {"static_checks": False}, "correct"),
+    ("cheats/thread_obfuscated.py", {}, "static:dynamic-code", {"static_checks": False}, "runtime:threads"),
+    ("cheats/thread_obfuscated.py", {}, "static:dynamic-code", {"static_checks": False, "no_threads": False}, "correct"),
+    ("cheats/tensor_subclass.py", {}, "runtime:output-type", {"output_types": False}, "correct"),
+    ("cheats/lazy_output.py", {}, "runtime:output-type", {"output_types": False}, "mismatch"),
+    ("cheats/patch_isclose.py", {}, "static:monkey-patch", {"static_checks": False}, "runtime:integrity"),
+    ("cheats/patch_isclose.py", {}, "static:monkey-patch", {"static_checks": False, "integrity": False}, "correct"),
+    ("cheats/patch_hidden.py", {}, "runtime:integrity", {"integrity": False}, "correct"),
+    ("cheats/patch_timer.py", {}, "static:monkey-patch", {"static_checks": False}, "runtime:integrity"),
+    ("cheats/frame_walk.py", {"order": "reference_first", "timing": False}, "static:frame-access", {"static_checks": False}, "policy:no-custom-kernel"),
+    ("cheats/frame_walk.py", {"order": "reference_first", "timing": False}, "static:frame-access", {"static_checks": False, "kernel_policy": False}, "correct"),
+    ("cheats/try_fallback.py", {}, "static:try-fallback", {"static_checks": False}, "policy:no-custom-kernel"),
+    ("cheats/subclass_model.py", {}, "static:reference-model", {"static_checks": False}, "policy:reruns-reference-ops"),
+    ("cheats/no_kernel.py", {}, "policy:no-custom-kernel", {"kernel_policy": False}, "correct"),
+    ("cheats/ghost_kernel.py", {}, "policy:reruns-reference-ops", {"kernel_policy": False}, "correct"),
+]
+
+
+def _outcome(result) -> str:
+    if result.correct:
+        return "correct"
+    if result.error_kind == "rejected":
+        return result.checks[0].name
+    return result.error_kind
+
+
+@pytest.mark.parametrize("cheat,settings,caught_by,guards_off,without", CASES, ids=lambda v: str(v)[:40])
+def test_cheat_is_caught_by_its_guard(tmp_path, cheat, settings, caught_by, guards_off, without):
+    from kernelskill.settings import Guards
+
+    on = run_review(P01, cheat, tmp_path / "on", **settings)
+    assert not on.correct
+    assert _outcome(on) == caught_by, on.error
+    if caught_by.startswith(("static:", "runtime:", "policy:")):
+        assert caught_by in on.error  # the verdict names the check
+
+    off = run_review(P01, cheat, tmp_path / "off", guards=Guards(**guards_off), **settings)
+    assert _outcome(off) == without, off.error
+
+
+def test_cache_by_pointer_is_never_correct(tmp_path):
+    result = run_review(P01, "cheats/cache_pointer.py", tmp_path)
+    assert not result.correct
+    assert result.error_kind in ("mismatch", "rejected")
+
+
+def test_memory_reuse_fails_on_cpu(tmp_path):
+    # The guard that matters (poisoning freed CUDA memory) is exercised on the GPU by scripts/gpu_check.py;
+    # on CPU uninitialized memory simply holds garbage, which must fail.
+    result = run_review(P01, "cheats/memory_reuse.py", tmp_path)
+    assert result.error_kind == "mismatch"
+
+
+def test_mutating_inputs_is_flagged(tmp_path):
+    result = run_review(P01, "cheats/input_mutation.py", tmp_path)
+    assert "candidate_mutates_inputs" in result.flags
+
+
+def test_allow_torch_ops_accepts_pytorch_candidates_and_says_so(tmp_path):
+    result = run_review(P01, "cheats/no_kernel.py", tmp_path, allow_torch_ops=True)
+    assert result.correct
+    assert "torch_ops_allowed" in result.flags
+
+
+def test_degenerate_problem_is_flagged(tmp_path):
+    result = run_review("problems/special/d01_near_zero_output.py", "candidates/special/d01_zeros.py", tmp_path)
+    assert result.correct
+    assert "degenerate_reference:near_zero" in result.flags
+    assert result.speedup is not None  # reported, but flagged
+
+
+def test_large_speedup_is_reverified_and_flagged(tmp_path):
+    result = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_last_only.py", tmp_path,
+                        allow_torch_ops=True, reverify_above=2.0, warmup=2, iters=10)
+    assert result.correct, result.error
+    assert result.speedup > 2.0
+    assert "speedup_over_2x_reverified" in result.flags
+
+
+def test_reverification_catches_a_candidate_that_goes_wrong_after_timing(tmp_path):
+    common = dict(allow_torch_ops=True, warmup=2, iters=10)
+    caught = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_wrong_later.py",
+                        tmp_path / "on", reverify_above=2.0, **common)
+    assert caught.error_kind == "mismatch" and "re-verified" in caught.error
+    assert "speedup_over_2x_reverify_failed" in caught.flags
+    missed = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_wrong_later.py",
+                        tmp_path / "off", reverify_above=1e9, **common)
+    assert missed.correct  # without re-verification the cheat would have been believed

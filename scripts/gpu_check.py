@@ -30,6 +30,7 @@ P01 = "problems/p01_pointwise_gelu_chain.py"
 G01 = "problems/gpu/g01_pointwise_chain_64m.py"
 G02 = "problems/gpu/g02_row_softmax_16384x8192.py"
 G03 = "problems/gpu/g03_linear_bias_relu_4096.py"
+G04 = "problems/gpu/g04_pointwise_chain_256m.py"  # a fused kernel of about 1 ms, for the noise measurement
 
 REVIEW_CASES = [
     ("p01 gelu chain, triton", P01, "candidates/p01_pointwise_gelu_chain/triton_ok.py", "correct"),
@@ -57,7 +58,9 @@ REVIEW_CASES = [
     ("correct one right after it", P01, "candidates/p01_pointwise_gelu_chain/triton_ok.py", "correct"),
 ]
 
-# (cheat, problem, settings, guards turned off for the second run)
+# (cheat, problem, settings, guards turned off for the second run). The second run is made on the GPU only for the
+# cheats that need CUDA to work at all (the CPU test suite runs every cheat with its guard off).
+GPU_GUARD_OFF = {"memory_reuse", "side_stream", "input_mutation", "cache_call_count", "tensor_subclass", "known_seed"}
 CHEAT_CASES = [
     ("memory_reuse", P01, {"order": "reference_first"}, {"poison_freed_memory": False}),
     ("side_stream", G01, {}, {"device_sync": False}),
@@ -118,13 +121,19 @@ def part_cheats(out: list) -> None:
     print(f"{'cheat':18} {'guards on: verdict':32} {'caught':6} | {'guard turned off':22} {'verdict':30} {'speedup':>8}")
     for name, problem, settings, off in CHEAT_CASES:
         on, _ = run(problem, f"cheats/{name}.py", **settings)
-        without, _ = run(problem, f"cheats/{name}.py", guards=Guards(**off), **settings)
-        caught = not on.correct or name == "side_stream"
-        print(f"{name:18} {outcome(on):32} {'yes' if caught else 'NO':6} | {','.join(off):22} {outcome(without):30} "
-              f"{fmt(without.speedup, '.2f'):>8}" + (f"  (guard on: {fmt(on.speedup, '.2f')}x)" if name == "side_stream" else ""),
-              flush=True)
-        out.append({"cheat": name, "on": on.model_dump(mode="json", exclude={"log"}),
-                    "off": without.model_dump(mode="json", exclude={"log"}), "guards_off": off})
+        caught = not on.correct or (name == "side_stream" and "work_outside_current_stream" in on.flags)
+        line = f"{name:18} {outcome(on):32} {'yes' if caught else 'NO':6} | "
+        record = {"cheat": name, "on": on.model_dump(mode="json", exclude={"log"}), "guards_off": off}
+        if name in GPU_GUARD_OFF:
+            without, _ = run(problem, f"cheats/{name}.py", guards=Guards(**off), **settings)
+            line += f"{','.join(off):22} {outcome(without):30} {fmt(without.speedup, '.2f'):>8}"
+            record["off"] = without.model_dump(mode="json", exclude={"log"})
+        if name == "side_stream":
+            line += f"  (guard on: {fmt(on.speedup, '.2f')}x, flags {on.flags})"
+        if not caught:
+            line += f"  error: {on.error}"
+        print(line, flush=True)
+        out.append(record)
 
 
 def part_noise(out: list) -> None:
@@ -133,7 +142,7 @@ def part_noise(out: list) -> None:
     from kernelskill.problem import instantiate_problem, read_problem
     from kernelskill.review.timing import plain_event_loop
 
-    problem, candidate = G01, "candidates/g01_pointwise_chain_64m/triton_ok.py"
+    problem, candidate = G04, "candidates/g04_pointwise_chain_256m/triton_ok.py"
     ours = []
     for i in range(5):
         r, _ = run(problem, candidate)
@@ -159,7 +168,10 @@ def part_noise(out: list) -> None:
     spread = lambda v: max(v) / min(v)  # noqa: E731
     print(f"\nspeedup spread max/min over 5 runs: reviewer {spread(ours):.4f} (mean {statistics.fmean(ours):.3f}x), "
           f"plain event loop {spread(plain):.4f} (mean {statistics.fmean(plain):.3f}x)")
-    r, _ = run(problem, candidate, baseline="compile")
+    r, _ = run(G01, "candidates/g01_pointwise_chain_64m/triton_ok.py", baseline="compile")
+    if r.compile_ms is None:
+        print(f"--baseline compile failed: {r.error}")
+        return
     print(f"--baseline compile: eager {r.ref_ms:.4f} ms, torch.compile {r.compile_ms:.4f} ms, candidate "
           f"{r.candidate_ms:.4f} ms, speedup {r.speedup:.3f}x vs eager, {r.speedup_vs_compile:.3f}x vs compile")
     out.append({"reviewer_speedups": ours, "plain_speedups": plain, "compile_baseline": r.model_dump(mode="json", exclude={"log"})})

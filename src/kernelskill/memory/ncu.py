@@ -1,9 +1,11 @@
 """Read Nsight Compute's raw CSV (`ncu --csv --page raw`) into per-kernel metrics.
 
 Layout: one header line of column names (it starts with "ID"), one line of units (its "ID" cell is empty), then one
-row per profiled kernel launch. ncu scales units for display ("usecond", "Mbyte", "Gbyte/second") and writes
-thousands separators ("1,234,567"), so values are converted back to canonical units here: time in nanoseconds,
-sizes in bytes, other counts without a prefix.
+row per profiled kernel launch. ncu scales units for display and writes thousands separators ("1,234,567"), so
+values are converted back to canonical units here: time in nanoseconds, sizes in bytes, other counts without a
+prefix. Unit spellings differ across releases: ncu 2025.3 writes "us", "ms", "Mbyte", "Tbyte/s", "sector/ns",
+"Ghz"; older releases wrote "usecond", "msecond", "Gbyte/second". Both are understood; a time unit that is not
+understood is an error, never a silent guess.
 
 Launches are grouped by kernel name. A kernel's time is the sum over its launches; counters (metrics whose name
 ends in ".sum") are summed too, everything else (percentages, ratios, averages, launch settings) is the
@@ -28,10 +30,15 @@ NAME_COLUMNS = ("Kernel Name", "Function Name")  # "Function Name" in some older
 ID_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Function Name", "Context",
               "Stream", "Block Size", "Grid Size", "Device", "CC")  # fmt: skip
 
-# Unit prefixes ncu uses when it scales values for display.
-_PREFIX = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
-           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}  # fmt: skip
-_BASE_UNITS = ("second", "byte", "cycle", "inst", "sector", "request", "warp", "thread", "block", "hz", "Hz")
+# Unit prefixes ncu uses when it scales values for display (sizes are decimal: 1 Mbyte = 10^6 bytes).
+_PREFIX = {"": 1.0, "n": 1e-9, "u": 1e-6, "\u00b5": 1e-6, "\u03bc": 1e-6, "m": 1e-3, "K": 1e3, "k": 1e3, "M": 1e6,
+           "G": 1e9, "T": 1e12, "P": 1e15, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}  # fmt: skip
+# Base units as ncu spells them -> canonical name. Matched longest first, so "usecond" is u + second, not
+# "usecond" read as "useconds" minus an "s"; "s" alone (ncu 2025: "us", "ms", "Tbyte/s") is a second.
+_BASE_UNITS = {"second": "second", "s": "second", "byte": "byte", "bytes": "byte", "cycle": "cycle",
+               "cycles": "cycle", "inst": "inst", "sector": "sector", "sectors": "sector", "request": "request",
+               "warp": "warp", "thread": "thread", "block": "block", "hz": "hz", "Hz": "hz"}  # fmt: skip
+_BASES_LONGEST_FIRST = sorted(_BASE_UNITS, key=len, reverse=True)
 
 
 class MetricValue(BaseModel):
@@ -86,9 +93,9 @@ def canonical_unit(unit: str) -> tuple[str, float]:
 
 
 def _split_prefix(part: str) -> tuple[str, float]:
-    for base in _BASE_UNITS:
+    for base in _BASES_LONGEST_FIRST:
         if part.endswith(base) and part[: -len(base)] in _PREFIX:
-            return base.lower(), _PREFIX[part[: -len(base)]]
+            return _BASE_UNITS[base], _PREFIX[part[: -len(base)]]
     return part, 1.0
 
 

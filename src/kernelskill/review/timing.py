@@ -2,8 +2,10 @@
 
 Per timed iteration, outside the timed region: one of several input sets is copied into one of two fixed input
 buffers (the same pointers see different contents from call to call, which defeats caching by pointer, shape or
-call count) and the L2 cache is flushed by zeroing a persistent buffer larger than it. Inside: one CUDA event pair around the call, and a device-wide
-synchronize before the stop event so work hidden on side streams is counted. All samples are kept.
+call count) and the L2 cache is flushed by zeroing a persistent buffer larger than it. Inside: one CUDA event pair around the call on the current stream; then
+the whole device is synchronized and a third event marks when it was idle. When a callable's stop event comes
+clearly before its device is idle (work hidden on side streams or threads), every callable is scored by the
+idle-device times instead, so hidden work is counted. All samples are kept.
 Reference and candidate are timed in the same process, interleaved in blocks, under the same conditions.
 """
 
@@ -32,7 +34,8 @@ class Timer:
         n = L2_FLUSH_BYTES if self.cuda else 32 * 1024 * 1024
         self.flush_buffer = torch.empty(n // 4, dtype=torch.int32, device=device)
 
-    def _one(self, fn: Callable, args: list, slot: list | None = None) -> tuple[float, object]:
+    def _one(self, fn: Callable, args: list, slot: list | None = None) -> tuple[float, float, object]:
+        """One timed call: (ms by the stream's events, ms until the whole device was idle, output)."""
         if slot is None:
             fresh = clone_args(args)
         else:
@@ -42,17 +45,24 @@ class Timer:
             fresh = slot
         self.flush_buffer.zero_()
         if self.cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start, end, idle = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             start.record()
             out = fn(*fresh)
-            if self.device_sync:
-                torch.cuda.synchronize(self.device)
             end.record()
+            if self.device_sync:
+                # Everything the call issued, on any stream, is done after this; the third event therefore bounds the
+                # true cost (plus the host's wake-up latency, which is why it is not the default figure).
+                torch.cuda.synchronize(self.device)
+                idle.record()
+                idle.synchronize()
+                return start.elapsed_time(end), start.elapsed_time(idle), out
             end.synchronize()
-            return start.elapsed_time(end), out
+            ms = start.elapsed_time(end)
+            return ms, ms, out
         t0 = time.perf_counter()
         out = fn(*fresh)
-        return (time.perf_counter() - t0) * 1e3, out
+        ms = (time.perf_counter() - t0) * 1e3
+        return ms, ms, out
 
     def run(
         self,
@@ -62,11 +72,11 @@ class Timer:
         iters: int,
         block: int = 10,
         keep_last: int = 0,
-    ) -> tuple[dict[str, list[float]], dict[str, list[tuple[int, object]]]]:
+    ) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[tuple[int, object]]]]:
         """Time every callable in `fns` on the rotating `input_sets`.
 
-        Returns the samples (ms) per callable and, per callable, the outputs of its last `keep_last` timed calls as
-        (input set index, output) so they can be checked against the reference.
+        Returns, per callable, the samples (ms) by the stream's events, the samples until the device was idle, and
+        the outputs of its last `keep_last` timed calls as (input set index, output) so they can be checked.
         """
         with torch.no_grad():
             slots = [clone_args(input_sets[0]) for _ in range(2)]  # 2 buffers, len(input_sets) >= 3 contents
@@ -74,6 +84,7 @@ class Timer:
                 for i in range(warmup):
                     self._one(fn, input_sets[i % len(input_sets)], slots[i % 2])
             samples: dict[str, list[float]] = {name: [] for name in fns}
+            synced: dict[str, list[float]] = {name: [] for name in fns}
             kept: dict[str, list[tuple[int, object]]] = {name: [] for name in fns}
             done = 0
             counter = 0
@@ -84,8 +95,9 @@ class Timer:
                         self.poison()
                     for j in range(n):
                         k = (counter + j) % len(input_sets)
-                        ms, out = self._one(fn, input_sets[k], slots[(counter + j) % 2])
+                        ms, idle_ms, out = self._one(fn, input_sets[k], slots[(counter + j) % 2])
                         samples[name].append(ms)
+                        synced[name].append(idle_ms)
                         if done + j >= iters - keep_last:
                             # a copy: an output that aliases the input buffer would be overwritten by later calls
                             kept[name].append((k, _copy_outputs(out)))
@@ -95,7 +107,17 @@ class Timer:
                 done += n
             if self.cuda:
                 torch.cuda.synchronize(self.device)
-        return samples, kept
+        return samples, synced, kept
+
+
+def hidden_work(samples: list[float], synced: list[float], ref_samples: list[float], ref_synced: list[float]) -> bool:
+    """Whether a callable left work running past its stop event (side streams, threads), judged against the
+    reference's own gap between the stop event and an idle device (the host's wake-up latency)."""
+    import statistics
+
+    gap = statistics.median(synced) - statistics.median(samples)
+    ref_gap = statistics.median(ref_synced) - statistics.median(ref_samples)
+    return gap > ref_gap + max(0.02, 0.1 * statistics.median(samples))
 
 
 def _copy_outputs(out):

@@ -79,9 +79,14 @@ class Worker:
         tampered = self.integrity.tampered()
         if tampered:
             raise self.reject("runtime:integrity", "replaced harness functions: " + ", ".join(tampered))
-        if self.guards["no_threads"] and threading.active_count() > self.thread_baseline:
-            names = [t.name for t in threading.enumerate()]
-            raise self.reject("runtime:threads", f"left {threading.active_count() - self.thread_baseline} thread(s) running: {names}")
+
+    def check_threads(self, before: set) -> None:
+        """Threads started by candidate code must not outlive the call that started them."""
+        if not self.guards["no_threads"]:
+            return
+        new = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+        if new:
+            raise self.reject("runtime:threads", f"the candidate left {len(new)} thread(s) running: {new}")
 
     def reject(self, check: str, detail: str) -> Verdict:
         return self.fail("rejected", f"rejected by check {check}: {detail}", checks=[{"name": check, "detail": detail}])
@@ -100,6 +105,7 @@ class Worker:
         return [a.clone() if isinstance(a, self.torch.Tensor) else a for a in args]
 
     def run_candidate(self, args: list):
+        threads = set(threading.enumerate())
         try:
             with self.torch.no_grad():
                 out = self.cand_model(*args)
@@ -114,6 +120,7 @@ class Worker:
                 self.torch.cuda.synchronize(self.device)
             except Exception as exc:
                 raise self.fail("crash", f"CUDA error after the candidate ran: {type(exc).__name__}: {exc}")
+        self.check_threads(threads)
         return out
 
     def run_reference(self, args: list):
@@ -150,7 +157,6 @@ class Worker:
         self.tracker = KernelTracker()
         self.tracker.install()
         self.integrity = Integrity()  # before any candidate code runs
-        self.thread_baseline = threading.active_count()
 
         self.problem = Problem(path=Path(req["problem_path"]), source=req["problem_source"], name=Path(req["problem_path"]).stem)
         try:
@@ -185,6 +191,7 @@ class Worker:
             import torch.utils.cpp_extension as cpp_extension
 
             cpp_extension.load_inline = cuda_check.checking_load_inline
+        threads = set(threading.enumerate())
         try:
             module = load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
         except cuda_check.CudaCompileError as exc:
@@ -201,6 +208,7 @@ class Worker:
         except Exception as exc:
             detail = _short_traceback(exc, self.cand_file)
             raise self.fail("compile_error", "ModelNew(*get_init_inputs()) raised:\n" + detail, compile_errors=detail)
+        self.check_threads(threads)
         self.copied = self.copy_parameters()
         compile_info = {"ok": True, "backend": req["backend"], "checked_only": checked_only}
         if checked_only:
@@ -224,6 +232,7 @@ class Worker:
         torch = self.torch
         compile_info = self.compile_info
         start = time.perf_counter()
+        threads = set(threading.enumerate())
         try:
             with torch.no_grad():
                 self.cand_model(*self.copy_args(self.warm_inputs))
@@ -240,6 +249,7 @@ class Worker:
             raise self.fail("runtime_error", "the candidate raised on its first run:\n" + _short_traceback(exc, self.cand_file))
         compile_info["first_call_s"] = round(time.perf_counter() - start, 3)
         self.update(compiled=True, compile=compile_info)
+        self.check_threads(threads)
         self.check_integrity()
 
     def copy_parameters(self) -> list[str]:
@@ -370,7 +380,7 @@ class Worker:
         self.stage("time")
         from kernelskill.review.compare import compare_outputs
         from kernelskill.review.results import TimingStats
-        from kernelskill.review.timing import Timer
+        from kernelskill.review.timing import Timer, hidden_work
 
         torch = self.torch
         seeds = self.req["seeds"]
@@ -389,7 +399,12 @@ class Worker:
 
             fns["compiled_reference"] = run_compiled
         timer = Timer(self.device, device_sync=self.guards["device_sync"], poison=self.poison)
-        samples, kept = timer.run(fns, sets, warmup, iters, keep_last=len(sets) if self.guards["timed_outputs"] else 0)
+        samples, synced, kept = timer.run(fns, sets, warmup, iters, keep_last=len(sets) if self.guards["timed_outputs"] else 0)
+        hidden = self.guards["device_sync"] and device == "cuda" and hidden_work(
+            samples["candidate"], synced["candidate"], samples["reference"], synced["reference"])
+        if hidden:
+            samples = synced
+            self.flags.add("work_outside_current_stream")
         self.check_integrity()
         for k, out in kept["candidate"]:
             cmp = compare_outputs(expected[k], out, self.settings["atol"], self.settings["rtol"], -1)
@@ -404,7 +419,10 @@ class Worker:
             "method": (
                 f"{warmup} warm-up + {iters} timed calls each, interleaved in blocks of 10; per call a fresh copy of one of "
                 f"{len(sets)} input sets, "
-                + ("L2 flushed (256 MB zeroed), one CUDA event pair, device-wide synchronize before the stop event"
+                + (("L2 flushed (256 MB zeroed), CUDA events on the current stream"
+                    + ("; the candidate left work running past its stop event, so all callables are timed until the "
+                       "device is idle" if hidden else ", checked against device-wide idle time")
+                    if self.guards["device_sync"] else ", no device-wide check")
                    if device == "cuda" else "32 MB buffer zeroed between calls, wall clock (CPU timing, not GPU)")
             ),
             "warmup": warmup,
@@ -420,7 +438,7 @@ class Worker:
             timing["compiled_reference"] = comp.model_dump()
             timing["speedup_vs_compile"] = comp.mean_ms / cand.mean_ms
             update.update(compile_ms=comp.mean_ms, speedup_vs_compile=timing["speedup_vs_compile"])
-        self.update(timing=timing, **update)
+        self.update(timing=timing, flags=sorted(self.flags), **update)
         if timing["speedup"] > self.settings["reverify_above"]:
             self.reverify(timing["speedup"])
         self.end_stage()

@@ -1,0 +1,30 @@
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _fused_chain_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    # out = tanh(gelu(x * 2 + 1)) * x, one read of x and one write.
+    pid = tl.program_id(0).to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    y = x * 2.0 + 1.0
+    g = 0.5 * y * (1.0 + tl.math.erf(y * 0.7071067811865476))
+    t = 2.0 * tl.sigmoid(2.0 * g) - 1.0  # tanh(g)
+    tl.store(out_ptr + offs, t * x, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        BLOCK = 4096
+        _fused_chain_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK, num_warps=8)
+        return out

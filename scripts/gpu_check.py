@@ -120,6 +120,8 @@ def part_review(out: list) -> None:
 def part_cheats(out: list) -> None:
     print(f"{'cheat':18} {'guards on: verdict':32} {'caught':6} | {'guard turned off':22} {'verdict':30} {'speedup':>8}")
     for name, problem, settings, off in CHEAT_CASES:
+        if ONLY and name not in ONLY:
+            continue
         on, _ = run(problem, f"cheats/{name}.py", **settings)
         caught = not on.correct or (name == "side_stream" and "work_outside_current_stream" in on.flags)
         line = f"{name:18} {outcome(on):32} {'yes' if caught else 'NO':6} | "
@@ -177,11 +179,16 @@ def part_noise(out: list) -> None:
     out.append({"reviewer_speedups": ours, "plain_speedups": plain, "compile_baseline": r.model_dump(mode="json", exclude={"log"})})
 
 
+ONLY: set[str] = set()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=["review", "cheats", "noise"], action="append", required=True)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--only", action="append", default=[], help="run only these cheats (by file stem)")
     args = parser.parse_args()
+    ONLY.update(args.only)
     for part in args.part:
         print(f"\n== {part} ==", flush=True)
         results: list = []

@@ -83,10 +83,13 @@ def review(
         timing=not no_timing, baseline=baseline, allow_torch_ops=allow_torch_ops,
         timeouts=StageTimeouts(compile=compile_timeout, verify=verify_timeout, time=time_timeout),
     )
+    from kernelskill.problem import read_problem
+
+    prob = read_problem(problem)
     cand = read_candidate(candidate, backend)
     if not as_json:
-        err.print(f"reviewing {candidate} against {problem} ...", style="dim")
-    result = run_review(problem, cand, settings, log_dir=log_dir)
+        err.print(f"reviewing {candidate} against {problem} ...", style="dim", soft_wrap=True)
+    result = run_review(prob, cand, settings, log_dir=log_dir)
     if as_json:
         print(to_json(result))
     else:
@@ -99,7 +102,7 @@ def main() -> None:
     try:
         app()
     except KernelSkillError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(int(exc.exit_code))
 
 

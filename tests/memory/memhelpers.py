@@ -44,7 +44,8 @@ def report_from_fields(kb: KnowledgeBase, fields: dict[str, float], kernel: str 
                        launches: int = 1) -> NcuReport:  # fmt: skip
     """An ncu report whose hottest kernel carries `fields` under each field's first raw metric name."""
     specs = {f.id: f for f in kb.field_mapping}
-    metrics = {specs[k].sources[0]: MetricValue(value=float(v), unit=specs[k].unit or "") for k, v in fields.items()}
+    metrics = {specs[k].sources[0]: MetricValue(value=float(v), unit=(specs[k].units or [""])[0])
+               for k, v in fields.items()}  # fmt: skip
     time_ns = fields.get("kernel_time_ns", 1000.0)
     record = KernelRecord(name=kernel, launches=launches, time_ns=time_ns, time_share=1.0, metrics=metrics)
     return NcuReport(source="<test>", kernels=[record])

@@ -124,6 +124,55 @@ def test_summarize_csv():
         capture.summarize_csv("==PROF== nothing\n")
 
 
+@pytest.mark.parametrize(("name", "hot_ms"), [("streaming_elementwise", 0.130832), ("tiled_gemm_fp32", 3.235808),
+                                              ("many_tiny_launches", 0.0028373)])  # fmt: skip
+def test_summarize_real_ncu_2025_csv(name, hot_ms):
+    # ncu 2025.3 writes "us" / "ms"; the table once knew only "usecond" and fell back to nanoseconds (1000x off)
+    summary = capture.summarize_csv((NCU_DATA / "h200" / f"{name}.csv").read_text())
+    assert summary["hot_ms"] == pytest.approx(hot_ms, rel=1e-4)
+
+
+@pytest.mark.parametrize(("unit", "ms"), [("ns", 1e-6), ("nsecond", 1e-6), ("us", 1e-3), ("usecond", 1e-3),
+                                          ("ms", 1.0), ("msecond", 1.0), ("s", 1e3), ("second", 1e3)])  # fmt: skip
+def test_time_units(unit, ms):
+    assert capture.time_unit_ms(unit) == ms
+
+
+def test_unknown_time_unit_is_an_error():
+    text = (NCU_DATA / "h200" / "streaming_elementwise.csv").read_text()
+    header, units, rest = text.split("\n", 2)
+    cells = units.split('","')
+    col = header.split('","').index("gpu__time_duration.sum")
+    assert cells[col] == "us"
+    cells[col] = "jiffy"
+    with pytest.raises(ValueError, match="unit 'jiffy', not a time unit"):
+        capture.summarize_csv("\n".join([header, '","'.join(cells), rest]))
+
+
+def test_summary_agrees_with_the_package_parser():
+    from kernelskill.memory.ncu import load_ncu_csv
+
+    for path in sorted((NCU_DATA / "h200").glob("*.csv")):
+        summary, report = capture.summarize_csv(path.read_text()), load_ncu_csv(path)
+        hot = report.hottest
+        assert summary["hot_kernel"] == hot.name and summary["launches"] == sum(k.launches for k in report.kernels)
+        assert summary["hot_ms"] == pytest.approx(hot.time_ns / hot.launches / 1e6, rel=1e-9), path.name
+
+
+def test_manifest_matches_the_captures_and_the_scenarios():
+    manifest = json.loads((NCU_DATA / "h200" / "manifest.json").read_text())
+    assert manifest["environment"]["ncu"].startswith("Version 2025.3.1") and "H200" in manifest["environment"]["gpu"]
+    scenarios = {s.name: s for s in capture.SCENARIOS}
+    assert {m["name"] for m in manifest["scenarios"]} == set(scenarios)
+    for m in manifest["scenarios"]:
+        s = scenarios[m["name"]]
+        assert m["status"] == "ok"
+        summary = capture.summarize_csv((NCU_DATA / "h200" / f"{m['name']}.csv").read_text())
+        assert m["hot_ms"] == pytest.approx(summary["hot_ms"], rel=1e-9), m["name"]
+        assert (m["expected_bottlenecks"], m["must_allow"], m["must_not_allow"]) == (
+            list(s.expected_bottlenecks), list(s.must_allow), list(s.must_not_allow)), m["name"]
+
+
 def test_capture_writes_everything(tmp_path, fakes, capsys):
     rc = run_main(tmp_path, fakes, "--only", "many_tiny_launches", "streaming_elementwise")
     out = tmp_path / "out"

@@ -83,12 +83,11 @@ def test_explain_no_match_is_shown(tmp_path):
     assert "No case matched for structural_fallback" in r.output and "(none)" in r.output
 
 
-def test_explain_profile_boundary_is_a_clear_error(tmp_path):
-    problem, candidate = tmp_path / "p.py", tmp_path / "c.py"
-    problem.write_text("x = 1\n")
+def test_explain_profile_needs_existing_files(tmp_path):
+    candidate = tmp_path / "c.py"
     candidate.write_text("x = 1\n")
-    r = invoke("explain", "--problem", str(problem), "--candidate", str(candidate))
-    assert r.exit_code == 2 and "needs the reviewer's profiler" in r.stderr
+    r = invoke("explain", "--problem", str(tmp_path / "p.py"), "--candidate", str(candidate))
+    assert r.exit_code == 2 and "p.py: no such problem file" in r.stderr
 
 
 def test_explain_option_errors(tmp_path):

@@ -25,6 +25,14 @@ def row(i: int, name: str, us: str, mb: str, pct: str, regs: str = "32") -> str:
         ("Gbyte", "byte", 1e9), ("Kibyte", "byte", 1024.0), ("Gbyte/second", "byte/nsecond", 1.0),
         ("Tbyte/second", "byte/nsecond", 1e3), ("cycle/usecond", "cycle/nsecond", 1e-3), ("Mcycle", "cycle", 1e6),
         ("%", "%", 1.0), ("register/thread", "register/thread", 1.0), ("", "", 1.0), ("sector", "sector", 1.0),
+        # spellings of ncu 2025.3 (from the units line of the H200 captures in tests/data/ncu/h200/)
+        ("ns", "nsecond", 1.0), ("us", "nsecond", 1e3), ("ms", "nsecond", 1e6), ("s", "nsecond", 1e9),
+        ("Tbyte/s", "byte/nsecond", 1e3), ("Gbyte/s", "byte/nsecond", 1.0), ("Mbyte/s", "byte/nsecond", 1e-3),
+        ("byte/s", "byte/nsecond", 1e-9), ("sector/ns", "sector/nsecond", 1.0), ("sector/us", "sector/nsecond", 1e-3),
+        ("sector/ms", "sector/nsecond", 1e-6), ("Ghz", "hz", 1e9), ("Mhz", "hz", 1e6),
+        ("Kbyte/block", "byte/block", 1e3), ("byte/block", "byte/block", 1.0), ("byte/sector", "byte/sector", 1.0), ("sectors", "sector", 1.0),
+        ("inst/cycle", "inst/cycle", 1.0), ("Kbyte/cycle", "byte/cycle", 1e3), ("pass", "pass", 1.0),
+        ("branches", "branches", 1.0), ("SM", "SM", 1.0),
     ],
 )  # fmt: skip
 def test_canonical_units(unit, canonical, factor):
@@ -52,6 +60,43 @@ def test_grouping_sums_counters_and_time_weights_the_rest():
     assert a.number("launch__registers_per_thread") == pytest.approx(38.0)
     assert a.metrics["gpu__time_duration.sum"].unit == "nsecond"
     assert a.block_size == "(256, 1, 1)"
+
+
+# (file, raw gpu__time_duration.sum of each launch as ncu 2025.3 wrote it, its unit)
+REAL_TIMES = [("streaming_elementwise", ["131.584000", "130.080000"], "us"),
+              ("tiled_gemm_fp32", ["3.236352", "3.235264"], "ms")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "raw", "unit"), REAL_TIMES, ids=[r[0] for r in REAL_TIMES])
+def test_real_ncu_2025_time_units(name, raw, unit):
+    report = load_ncu_csv(NCU_DATA / "h200" / f"{name}.csv")
+    k = report.hottest
+    scale = {"us": 1e3, "ms": 1e6}[unit]
+    assert k.launches == 2 and k.time_ns == pytest.approx(sum(float(v) for v in raw) * scale)
+    assert k.metrics["gpu__time_duration.sum"].unit == "nsecond"
+    if name == "streaming_elementwise":  # 64 Mi floats in and out: 2 x 268 MB per launch at ~3.9 TB/s
+        assert k.time_ns / k.launches == pytest.approx(130_832, rel=1e-6)
+        assert k.number("dram__bytes_read.sum") == pytest.approx(2 * 268.4e6, rel=0.01)  # "Mbyte", summed
+        assert k.number("dram__bytes.sum.per_second") == pytest.approx(3.92e3, rel=0.01)  # "Tbyte/s" -> byte/ns
+        assert k.metrics["launch__shared_mem_per_block_static"].unit == "byte/block"
+        assert k.number("smsp__cycles_elapsed.avg.per_second") == pytest.approx(1.96e9, rel=0.02)  # "Ghz"
+
+
+def test_every_real_capture_parses_with_known_units():
+    files = sorted((NCU_DATA / "h200").glob("*.csv"))
+    assert len(files) == 7
+    for path in files:
+        report = load_ncu_csv(path)
+        assert report.notes == [] and all(k.time_ns > 0 for k in report.kernels)
+        # every time-like metric was converted to nanoseconds (none kept ncu's display unit)
+        for k in report.kernels:
+            assert not {m.unit for m in k.metrics.values()} & {"us", "ms", "ns", "s", "usecond", "msecond"}
+
+
+def test_an_unknown_time_unit_is_an_error_not_a_guess():
+    text = HEAD + UNITS.replace("usecond", "fortnight") + row(0, "k", "1", "1", "1")
+    with pytest.raises(KernelSkillError, match="has unit 'fortnight', not a time"):
+        parse_ncu_csv(text, source="x.csv")
 
 
 def test_text_values_are_kept_from_the_longest_launch():

@@ -17,6 +17,7 @@ from kernelskill.errors import KernelSkillError
 from kernelskill.memory.collect import collect_evidence, profile_candidate
 from kernelskill.memory.knowledge import check_coverage, load_knowledge
 from kernelskill.memory.policy import decide
+from kernelskill.memory.profiling import ProfileSettings
 from kernelskill.memory.render import decision_json, render_decision, render_method, render_methods
 
 memory_app = typer.Typer(
@@ -90,6 +91,11 @@ def explain(
     candidate: Annotated[FileOpt, typer.Option(help="Candidate to profile (with --problem).", dir_okay=False)] = None,
     kernel: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Regex: explain this kernel instead of the hottest.")] = None,
+    ncu: Annotated[str, typer.Option(help="Nsight Compute executable for --problem/--candidate.")] = "ncu",
+    profile_timeout_s: Annotated[float, typer.Option(
+        help="Time limit of ncu's run on the candidate (the plain profiler run gets 120 s).", min=1)] = 300.0,
+    profile_dir: Annotated[FileOpt, typer.Option(
+        help="Keep the driver, logs, ncu report and CSV of --problem/--candidate here.", file_okay=False)] = None,
     knowledge: KnowledgeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -98,7 +104,11 @@ def explain(
     Examples:
       kernelskill memory explain --metrics ncu.csv --code candidate.py
       kernelskill memory explain --metrics ncu.csv --run-features profile.json --json
-      kernelskill memory explain --problem problem.py --candidate candidate.py
+      kernelskill memory explain --problem problem.py --candidate candidate.py --profile-dir /tmp/prof
+
+    With --problem/--candidate the candidate is profiled here (a GPU, PyTorch and Nsight Compute are needed):
+    warm-up forwards, then ncu --set full --clock-control none on one forward, plus a PyTorch-profiler run. When
+    ncu is missing, not permitted or times out, the trace says so and the decision rests on what remains.
     """
     with _user_errors():
         if (problem is None) != (candidate is None):
@@ -108,7 +118,8 @@ def explain(
                                    "(already captured), not both")  # fmt: skip
         kb = load_knowledge(knowledge)
         if problem is not None and candidate is not None:
-            evidence = profile_candidate(problem, candidate)
+            settings = ProfileSettings(ncu=ncu, ncu_timeout_s=profile_timeout_s, keep_dir=profile_dir)
+            evidence = profile_candidate(problem, candidate, kb, settings)
         else:
             evidence = collect_evidence(kb, metrics=metrics, code=code, run_features=run_features)
         decision = decide(kb, evidence, kernel=kernel)

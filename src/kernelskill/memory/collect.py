@@ -1,4 +1,4 @@
-"""Gather the evidence for one decision from files, or (later) by profiling a candidate on the GPU."""
+"""Gather the evidence for one decision: from files already captured, or by profiling a candidate on the GPU."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from kernelskill.errors import KernelSkillError
 from kernelskill.memory.codeview import read_source
 from kernelskill.memory.evidence import Evidence, load_profiler_summary
 from kernelskill.memory.features import FeatureJudge, extract_features, unknown_features
-from kernelskill.memory.knowledge import KnowledgeBase
+from kernelskill.memory.knowledge import KnowledgeBase, load_knowledge
 from kernelskill.memory.ncu import load_ncu_csv
+from kernelskill.memory.profiling import ProfileSettings, run_profile
 
 
 def collect_evidence(
@@ -38,17 +39,28 @@ def collect_evidence(
     return ev
 
 
-def profile_candidate(problem: Path, candidate: Path) -> Evidence:
+def profile_candidate(
+    problem: Path,
+    candidate: Path,
+    kb: KnowledgeBase | None = None,
+    settings: ProfileSettings | None = None,
+    judge: FeatureJudge | None = None,
+) -> Evidence:
     """Profile `candidate` against `problem` on the GPU (ncu + PyTorch profiler) and return the evidence.
 
-    The profiling itself belongs to the Reviewer (a spawned worker with its own CUDA context and time limits);
-    this is the boundary it plugs into.
+    See profiling.py: a driver program runs warm-up forwards, then ncu (`--set full --clock-control none`) records
+    one forward, and a plain run records the PyTorch profiler's kernels per forward. Code features come from the
+    candidate's source. A missing, forbidden, timed-out or failed ncu is stated in the evidence (ncu_status and
+    ncu_note) and the policy decides on what remains; only unreadable input files raise.
     """
-    for path in (problem, candidate):
-        if not Path(path).is_file():
-            raise KernelSkillError(f"{path}: no such file")
-    raise KernelSkillError(
-        "explain --problem/--candidate needs the reviewer's profiler, which is not wired in yet; capture metrics "
-        "with `ncu --csv --page raw --set full --clock-control none ...` and run "
-        "`kernelskill memory explain --metrics NCU.csv --code CANDIDATE.py` instead"
-    )
+    kb = kb if kb is not None else load_knowledge()
+    view = read_source(candidate)  # fails early, with a clear message, on an unreadable candidate
+    run = run_profile(Path(problem), Path(candidate), settings)
+    collection = list(run.log)
+    if run.workdir is not None:
+        collection.append(f"driver, logs, ncu report and CSV kept in {run.workdir}")
+    return Evidence(
+        ncu=run.ncu_report, ncu_status=run.ncu_status, ncu_note=run.ncu_note, profiler=run.profiler,
+        profiler_note=run.profiler_note, code_path=str(candidate),
+        code_features=extract_features(kb.code_features, view, judge), collection=collection,
+    )  # fmt: skip

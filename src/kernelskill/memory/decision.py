@@ -83,7 +83,9 @@ class Decision(BaseModel):
     ncu_status: NcuStatus
     ncu_note: str | None = None
     profiler: bool
+    profiler_note: str | None = None
     code_path: str | None = None
+    collection: list[str] = []  # how the evidence was gathered (when profiled here)
     # workflow steps, in order
     fields: list[FieldTrace]
     run_features: list[FieldTrace]

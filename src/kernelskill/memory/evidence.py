@@ -53,8 +53,10 @@ class Evidence(BaseModel):
     ncu_status: NcuStatus = "not_provided"
     ncu_note: str | None = None  # e.g. ncu's error output when it failed
     profiler: ProfilerSummary | None = None
+    profiler_note: str | None = None  # why there is no profiler summary, when one was attempted
     code_path: str | None = None
     code_features: dict[str, FeatureValue] = {}
+    collection: list[str] = []  # how the evidence was gathered (profiling commands, their outcome and time)
 
 
 def load_profiler_summary(path: str | Path) -> ProfilerSummary:

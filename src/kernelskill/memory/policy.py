@@ -60,6 +60,9 @@ class _Run:
             note = f" ({ev.ncu_note})" if ev.ncu_note else ""
             self.caveats.append(f"ncu metrics: {ev.ncu_status}{note}; metric fields are unknown, the decision "
                                 "rests on run and code features")  # fmt: skip
+        if ev.profiler is None and ev.profiler_note:
+            self.caveats.append(f"PyTorch profiler: {ev.profiler_note}; launch counts and the forward's idle time "
+                                "are unknown")  # fmt: skip
         fields = [self._field(spec) for spec in kb.field_mapping]
         run = [self._run_feature(spec.id, spec.sources, spec.type) for spec in kb.run_features]
         features = dict(ev.code_features)
@@ -83,7 +86,8 @@ class _Run:
         forbidden_rules, vetoed, forbidden, allowed = self._vetoes(case)
         return Decision(
             kernel=self.record.name if self.record else None, kernels=self._kernels(), ncu_status=ev.ncu_status,
-            ncu_note=ev.ncu_note, profiler=ev.profiler is not None, code_path=ev.code_path, fields=fields,
+            ncu_note=ev.ncu_note, profiler=ev.profiler is not None, profiler_note=ev.profiler_note,
+            code_path=ev.code_path, collection=list(ev.collection), fields=fields,
             run_features=run, features=features, derived=derived, tier=tier_trace.tier, tier_trace=tier_trace,
             predicates=predicates, priority_rules=rules, bottleneck=bottleneck, bottleneck_rule=by, cases=cases,
             case=case.id if case else None, case_status="matched" if case else "no_match",
@@ -101,7 +105,7 @@ class _Run:
         if self.record is None:
             self.env[spec.id] = Unknown({spec.id})
             note = f"no ncu metrics ({self.ev.ncu_status})"
-            return FieldTrace(id=spec.id, status="missing", unit=spec.unit, note=note)
+            return FieldTrace(id=spec.id, status="missing", unit=spec.unit_text, note=note)
         present, problems, status = [], [], "missing"
         for source in spec.sources:
             m = self.record.metrics.get(source)
@@ -110,9 +114,11 @@ class _Run:
             if not isinstance(m.value, float):
                 problems.append(f"{source} is not a number ({m.value!r})")
                 status = "not_numeric"
-            elif spec.unit is not None and m.unit != spec.unit:
-                problems.append(f"{source} is in {m.unit!r}, expected {spec.unit!r}")
+            elif spec.units is not None and m.unit not in spec.units:
+                problems.append(f"{source} is in {m.unit!r}, expected {spec.unit_text!r}")
                 status = "unit_mismatch"
+            elif spec.zero_is_no_data and m.value == 0:
+                problems.append(f"{source} is 0, which ncu writes when the ratio has nothing to divide (no data)")
             else:
                 present.append((source, m))
                 if spec.combine == "first":
@@ -120,7 +126,7 @@ class _Run:
         if not present:
             self.env[spec.id] = Unknown({spec.id})
             note = "; ".join(problems) or f"not in the report (looked for {', '.join(spec.sources)})"
-            return FieldTrace(id=spec.id, status=status, unit=spec.unit, note=note)  # type: ignore[arg-type]
+            return FieldTrace(id=spec.id, status=status, unit=spec.unit_text, note=note)  # type: ignore[arg-type]
         source, m = max(present, key=lambda p: p[1].value)  # one entry unless combine == "max"
         self.env[spec.id] = m.value
         note = f"largest of {', '.join(s for s, _ in present)}" if len(present) > 1 else None

@@ -59,7 +59,11 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
     d = decision
     console.rule("[bold]Evidence")
     console.print(Text(f"ncu: {d.ncu_status}" + (f" - {d.ncu_note}" if d.ncu_note else "")
-                       + f"   profiler: {'yes' if d.profiler else 'no'}   code: {d.code_path or 'none'}"))  # fmt: skip
+                       + f"   profiler: {'yes' if d.profiler else 'no'}"
+                       + (f" - {d.profiler_note}" if d.profiler_note else "")
+                       + f"   code: {d.code_path or 'none'}"))  # fmt: skip
+    for line in d.collection:
+        console.print(Text(f"  {line}", style="dim"))
     if d.kernels:
         t = _table(f"Kernels by time ({len(d.kernels)}; the hottest drives the decision)", "", "kernel", "launches",
                    "time us", "share")  # fmt: skip

@@ -25,7 +25,19 @@ class FieldSpec(_Strict):
     description: str
     sources: list[str] = Field(min_length=1)  # raw metric names; later ones are alternatives (renamed metrics)
     combine: Literal["first", "max"] = "first"  # first present source, or the largest of those present
-    unit: str | None = None  # canonical unit the sources must have (e.g. "%", "nsecond", "byte"); None: any
+    # canonical unit(s) the sources may have (e.g. "%", "nsecond", ["byte", "byte/block"]); None: any
+    unit: str | list[str] | None = None
+    # ncu writes 0 for a ratio whose denominator is 0 (bytes per sector of global loads when every load is an
+    # LDGSTS/TMA copy); for such a field 0 means "no data", not a measured zero.
+    zero_is_no_data: bool = False
+
+    @property
+    def units(self) -> list[str] | None:
+        return [self.unit] if isinstance(self.unit, str) else self.unit
+
+    @property
+    def unit_text(self) -> str | None:
+        return " or ".join(self.units) if self.units else None
 
 
 class RunFeatureSpec(_Strict):

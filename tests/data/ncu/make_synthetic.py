@@ -2,8 +2,10 @@
 
 They are NOT measurements. They imitate `ncu --csv --page raw --set full` output for the capture scenarios of
 scripts/capture_ncu.py on an H200 - same layout (quoted cells, a units line, one row per launch, display-scaled units,
-thousands separators) and values an expert would expect for those kernels - so the parser and the policy can be
-tested before real captures exist. Real captures go to h200/ and must lead to the same decisions.
+thousands separators, the unit spellings and metric names of older ncu releases) and values guessed for those
+kernels - so the parser and the policy could be tested before real captures existed. The real captures (h200/,
+ncu 2025.3.1) now drive the scenario tests; where they disagree with a guess here (naive_gemm, register_heavy), the
+synthetic file describes a different, hypothetical kernel and is kept for the cases and metric names it exercises.
 """
 
 from __future__ import annotations

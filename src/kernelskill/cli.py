@@ -98,6 +98,10 @@ def review(
 
 
 def main() -> None:
+    import signal
+
+    # a polite kill runs the same cleanup as Ctrl-C: workers are killed, nothing is left running
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     _mount_optional()
     try:
         app()

@@ -96,3 +96,63 @@ def test_compare_reports_errors_and_indices():
     assert both_nan.ok  # NaN where the reference has NaN is fine
     assert not compare_outputs(ref, ref.double(), 1e-2, 1e-2, 0).ok  # dtype must match
     assert not compare_outputs((ref, ref), ref, 1e-2, 1e-2, 0).ok  # so must the number of outputs
+
+
+def test_killing_the_reviewer_kills_its_worker(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelskill.cli", "review", str(DATA / "problems/p01_pointwise_gelu_chain.py"),
+         str(DATA / "candidates/broken/hang.py"), "--device", "cpu", "--log-dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    worker_pid = None
+    while time.time() < deadline and worker_pid is None:  # wait until the worker is running the hang
+        time.sleep(0.5)
+        out = subprocess.run(["pgrep", "-f", "kernelskill.review.worker", "-P", str(proc.pid)], capture_output=True, text=True)
+        worker_pid = int(out.stdout.split()[0]) if out.stdout.strip() else None
+    assert worker_pid is not None
+    time.sleep(8)  # let it reach the candidate's endless loop
+    os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up: the kernel's parent-death signal must do it
+    proc.wait()
+    for _ in range(40):
+        try:
+            os.kill(worker_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"worker {worker_pid} outlived its killed parent")
+
+
+def test_hidden_work_detection():
+    from kernelskill.review.timing import hidden_work
+
+    ref, ref_idle = [1.0] * 10, [1.02] * 10  # the reference's stop event is ~20 us before the device is idle
+    assert not hidden_work([0.5] * 10, [0.52] * 10, ref, ref_idle)  # same host latency: nothing hidden
+    assert hidden_work([0.05] * 10, [2.9] * 10, ref, ref_idle)  # 2.85 ms ran after the stop event
+
+
+def test_cpu_timer_rotates_contents_under_fixed_buffers():
+    from kernelskill.review.timing import Timer
+
+    seen = []
+
+    def fn(x):
+        seen.append((x.data_ptr(), float(x[0])))
+        return x * 2
+
+    sets = [[torch.full((4,), float(i))] for i in range(3)]
+    samples, synced, kept = Timer(torch.device("cpu")).run({"f": fn}, sets, warmup=0, iters=6, keep_last=3)
+    assert len(samples["f"]) == 6 and samples["f"] == synced["f"]
+    pointers = {p for p, _ in seen}
+    assert len(pointers) == 2  # two fixed buffers ...
+    by_pointer = {}
+    for p, v in seen:
+        by_pointer.setdefault(p, []).append(v)
+    assert all(len(set(v)) > 1 for v in by_pointer.values())  # ... each seeing different contents over time
+    assert [(k, float(out[0])) for k, out in kept["f"]] == [(k, 2.0 * k) for k, _ in kept["f"]]

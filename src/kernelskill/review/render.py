@@ -52,14 +52,13 @@ def print_review(result: ReviewResult, console: Console | None = None) -> None:
             table.add_row("", f"first mismatches {pairs}")
     if r.timing is not None:
         t = r.timing
-        clock = "CUDA events" if t.clock == "cuda_events" else "CPU wall clock (not a GPU timing)"
         table.add_row("reference", f"{_ms(t.reference.mean_ms)} mean, {_ms(t.reference.median_ms)} median")
         table.add_row("candidate", f"{_ms(t.candidate.mean_ms)} mean, {_ms(t.candidate.median_ms)} median")
         if t.compiled_reference is not None:
             table.add_row("torch.compile", f"{_ms(t.compiled_reference.mean_ms)} mean")
         table.add_row("speedup", f"[bold]{t.speedup:.2f}x[/] vs eager (median {t.speedup_median:.2f}x)"
                       + (f", {t.speedup_vs_compile:.2f}x vs torch.compile" if t.speedup_vs_compile else ""))
-        table.add_row("timing", f"{clock}; {t.method}")
+        table.add_row("timing", t.method)
     if r.flags:
         table.add_row("flags", ", ".join(r.flags))
     for c in r.checks[1:]:

@@ -47,8 +47,15 @@ class WorkerOutcome:
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
-def _no_core_dumps() -> None:
+def _prepare_worker() -> None:
+    """Runs in the worker before exec: no core dumps, and die with the parent (no orphaned hung workers)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux/glibc: the parent's own cleanup still kills the group
+        pass
 
 
 def run_worker(request: dict, timeouts: dict[str, float], log_path: Path, env: dict[str, str]) -> WorkerOutcome:
@@ -63,7 +70,7 @@ def run_worker(request: dict, timeouts: dict[str, float], log_path: Path, env: d
             env=env,
             pass_fds=(write_fd,),
             start_new_session=True,  # its own process group, so a hang is killed with all its children
-            preexec_fn=_no_core_dumps,
+            preexec_fn=_prepare_worker,
         )
     os.close(write_fd)
     try:

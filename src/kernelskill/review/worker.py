@@ -417,13 +417,13 @@ class Worker:
         timing = {
             "clock": "cuda_events" if device == "cuda" else "cpu_perf_counter",
             "method": (
-                f"{warmup} warm-up + {iters} timed calls each, interleaved in blocks of 10; per call a fresh copy of one of "
-                f"{len(sets)} input sets, "
-                + (("L2 flushed (256 MB zeroed), CUDA events on the current stream"
+                f"{warmup} warm-up + {iters} timed calls each, interleaved in blocks of 10; before each call one of "
+                f"{len(sets)} input sets is copied into one of 2 fixed input buffers and "
+                + (("the L2 cache is flushed (256 MB zeroed); CUDA events on the current stream"
                     + ("; the candidate left work running past its stop event, so all callables are timed until the "
                        "device is idle" if hidden else ", checked against device-wide idle time")
                     if self.guards["device_sync"] else ", no device-wide check")
-                   if device == "cuda" else "32 MB buffer zeroed between calls, wall clock (CPU timing, not GPU)")
+                   if device == "cuda" else "a 32 MB buffer is zeroed; CPU wall clock (not a GPU timing)")
             ),
             "warmup": warmup,
             "iters": iters,

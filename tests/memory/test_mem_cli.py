@@ -15,7 +15,8 @@ runner = CliRunner()
 
 
 def invoke(*args: str):
-    return runner.invoke(memory_app, list(args), terminal_width=160)
+    # a fixed page width, whatever the environment (CI, xdist workers) says about the terminal
+    return runner.invoke(memory_app, list(args), terminal_width=200, env={"COLUMNS": "200"})
 
 
 def test_validate_prints_counts_and_exits_0(kb):

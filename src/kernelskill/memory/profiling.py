@@ -40,7 +40,6 @@ from kernelskill.memory.evidence import NcuStatus, ProfilerSummary
 from kernelskill.memory.ncu import NcuReport, parse_ncu_csv
 
 # Environment variables whose names look like credentials never reach the profiled program (or ncu).
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|AUTH|CREDENTIAL", re.IGNORECASE)
 
 # Exit codes of the driver (anything else: the interpreter or CUDA died).
 EXIT_SETUP = 2  # the problem or the candidate failed to import, build or run
@@ -290,10 +289,11 @@ def ncu_import_command(ncu: str, report: Path) -> list[str]:
 
 
 def clean_environment() -> dict[str, str]:
-    """This process's environment without secret-looking variables, with unbuffered Python output."""
-    env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    """The review worker's environment (no secret-looking variables, unbuffered Python): profiling runs the same
+    untrusted candidate code."""
+    from kernelskill.review.sandbox import clean_environment as worker_environment
+
+    return worker_environment()
 
 
 def run_step(command: list[str], timeout: float, cwd: Path, env: dict[str, str]) -> StepResult:

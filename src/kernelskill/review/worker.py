@@ -147,11 +147,6 @@ class Worker:
             self.device = torch.device("cpu")
             name = "cpu (Triton interpreter)" if req["backend"] == "triton" else "cpu"
         self.update(device_name=name)
-        if req["backend"] == "triton":
-            try:
-                import triton  # noqa: F401
-            except ImportError:
-                raise self.fail("compile_error", "Triton is not installed in this environment: pip install triton")
         import torch._dynamo  # noqa: F401  (it re-wraps torch.manual_seed on import: let that happen before the snapshot)
 
         self.tracker = KernelTracker()
@@ -175,6 +170,12 @@ class Worker:
             self.run_reference(self.copy_args(self.warm_inputs))
         except Exception as exc:
             raise self.fail("bad_problem", f"{self.problem.path}: Model.forward raised on get_inputs(): {_short_traceback(exc, str(self.problem.path))}")
+        if req["backend"] == "triton":
+            try:
+                import triton  # noqa: F401
+            except ImportError as exc:  # say what is missing: Triton itself, or numpy for its CPU interpreter
+                raise self.fail("compile_error", f"Triton cannot be imported here ({type(exc).__name__}: {exc}); "
+                                "install it with `pip install triton numpy`")
         self.end_stage()
 
     def compile(self) -> None:

@@ -156,3 +156,20 @@ def test_cpu_timer_rotates_contents_under_fixed_buffers():
         by_pointer.setdefault(p, []).append(v)
     assert all(len(set(v)) > 1 for v in by_pointer.values())  # ... each seeing different contents over time
     assert [(k, float(out[0])) for k, out in kept["f"]] == [(k, 2.0 * k) for k, _ in kept["f"]]
+
+
+def test_compiler_errors_lead_with_the_error_not_the_command_line():
+    from kernelskill.review.logs import compiler_errors
+
+    text = (
+        "Error building extension 'x': [1/3] /usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -c cuda.cu -o cuda.cuda.o\n"
+        "FAILED: [code=2] cuda.cuda.o\n"
+        "/usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -c /root/x/cuda.cu -o cuda.cuda.o\n"
+        '/root/x/cuda.cu(12): error: identifier "scale_factor" is undefined\n'
+        "      y[i] = x[i] * scale_factor;\n"
+        "                    ^\n\n"
+        '1 error detected in the compilation of "/root/x/cuda.cu".\n'
+    )
+    summary = compiler_errors(text)
+    assert summary.splitlines()[0] == '/root/x/cuda.cu(12): error: identifier "scale_factor" is undefined'
+    assert "scale_factor;" in summary and "-MD" not in summary

@@ -35,3 +35,22 @@ def trim_log(text: str, max_lines: int = 60, tail: int = 20, context: int = 2) -
 def filter_header_warnings(text: str, own_files: tuple[str, ...]) -> list[str]:
     """Warnings from the candidate's own sources, not from PyTorch's headers."""
     return [line for line in text.splitlines() if "warning" in line and any(f in line for f in own_files)]
+
+
+_ERROR_LINE = re.compile(r"(\berror\b|\berror:|undefined reference)", re.IGNORECASE)
+
+
+def compiler_errors(text: str, limit: int = 20) -> str:
+    """The compiler's error lines, each with the source line and caret that follow it, without command lines."""
+    lines = text.splitlines()
+    picked: list[str] = []
+    for i, line in enumerate(lines):
+        command_line = " -o " in line and (" -c " in line or "-MD" in line)
+        if not _ERROR_LINE.search(line) or len(line) > 400 or command_line or line.lstrip().startswith(("[", "FAILED")):
+            continue
+        if "Error building extension" in line:
+            continue
+        picked.extend(lines[i : i + 3] if i + 2 < len(lines) and "^" in lines[i + 2] else lines[i : i + 1])
+        if len(picked) >= limit:
+            break
+    return "\n".join(picked) if picked else trim_log(text, max_lines=limit)

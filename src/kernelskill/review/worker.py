@@ -199,6 +199,11 @@ class Worker:
             raise self.fail("compile_error", str(exc), compile_errors=exc.log)
         except Exception as exc:
             detail = _short_traceback(exc, self.cand_file)
+            if "Error building extension" in str(exc):  # torch's message leads with command lines: lead with errors
+                from kernelskill.review.logs import compiler_errors, trim_log
+
+                raise self.fail("compile_error", "the CUDA extension failed to build:\n" + compiler_errors(str(exc)),
+                                compile_errors=trim_log(str(exc)))
             raise self.fail("compile_error", "the candidate failed to build or import:\n" + detail, compile_errors=detail)
         model_new = getattr(module, "ModelNew", None)
         if not isinstance(model_new, type) or not issubclass(model_new, torch.nn.Module):

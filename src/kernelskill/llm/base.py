@@ -39,6 +39,12 @@ class Usage(BaseModel):
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    @classmethod
+    def estimate(cls, messages: list[Message], reply: str) -> Usage:
+        """~4 characters a token, marked as estimated: for servers and transcripts that report no usage."""
+        chars_in = sum(len(m.content) for m in messages)
+        return cls(input_tokens=(chars_in + 3) // 4, output_tokens=(len(reply) + 3) // 4, estimated=True)
+
 
 class Completion(BaseModel):
     """A model's reply to one `complete` call."""

@@ -18,7 +18,8 @@ def test_worker_environment_holds_no_secrets(tmp_path, monkeypatch):
     assert result.correct, result.error  # the probe returns a wrong answer if it sees any secret-like variable
     log = Path(result.log_path).read_text()
     assert "sk-test-not-a-real-key" not in log and "t0k3n" not in log
-    assert "visible: KERNELSKILL_HARMLESS" in log  # the probe did run and print
+    visible = next(line for line in log.splitlines() if line.startswith("visible:"))  # the probe did run and print
+    assert "KERNELSKILL_HARMLESS" in visible and visible.endswith("leaked: []")
 
 
 def test_clean_environment_drops_secret_like_names(monkeypatch):

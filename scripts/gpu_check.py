@@ -138,6 +138,15 @@ def part_cheats(out: list) -> None:
         out.append(record)
 
 
+def gpu_state() -> str:
+    """SM and memory clocks, temperature and power as nvidia-smi reports them (clocks are not locked here)."""
+    import subprocess
+
+    query = "clocks.sm,clocks.mem,temperature.gpu,power.draw"
+    proc = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True)
+    return proc.stdout.strip() or proc.stderr.strip()
+
+
 def part_noise(out: list) -> None:
     import torch
 
@@ -145,12 +154,16 @@ def part_noise(out: list) -> None:
     from kernelskill.review.timing import plain_event_loop
 
     problem, candidate = G04, "candidates/g04_pointwise_chain_256m/triton_ok.py"
-    ours = []
+    ours, reviews = [], []
     for i in range(5):
+        before = gpu_state()
         r, _ = run(problem, candidate)
         ours.append(r.speedup)
-        print(f"review {i + 1}: ref {r.ref_ms:.4f} ms  cand {r.candidate_ms:.4f} ms  speedup {r.speedup:.4f} "
-              f"(median-based {r.timing.speedup_median:.4f})", flush=True)
+        c = r.timing.candidate
+        print(f"review {i + 1}: ref {r.ref_ms:.4f} ms  cand {r.candidate_ms:.4f} ms (min {c.min_ms:.4f}, max "
+              f"{c.max_ms:.4f}, std {c.std_ms:.4f})  speedup {r.speedup:.4f} (median-based {r.timing.speedup_median:.4f})"
+              f"  gpu before/after: {before} / {gpu_state()}", flush=True)
+        reviews.append(r.timing.model_dump(mode="json"))  # every sample, to study where the spread comes from
     # the common published method, in this process: one event pair around 100 calls on the same inputs
     loaded = instantiate_problem(read_problem(DATA / problem))
     import importlib.util
@@ -170,13 +183,15 @@ def part_noise(out: list) -> None:
     spread = lambda v: max(v) / min(v)  # noqa: E731
     print(f"\nspeedup spread max/min over 5 runs: reviewer {spread(ours):.4f} (mean {statistics.fmean(ours):.3f}x), "
           f"plain event loop {spread(plain):.4f} (mean {statistics.fmean(plain):.3f}x)")
+    record = {"reviewer_speedups": ours, "plain_speedups": plain, "review_timings": reviews}
+    out.append(record)
     r, _ = run(G01, "candidates/g01_pointwise_chain_64m/triton_ok.py", baseline="compile")
+    record["compile_baseline"] = r.model_dump(mode="json", exclude={"log"})
     if r.compile_ms is None:
         print(f"--baseline compile failed: {r.error}")
         return
     print(f"--baseline compile: eager {r.ref_ms:.4f} ms, torch.compile {r.compile_ms:.4f} ms, candidate "
           f"{r.candidate_ms:.4f} ms, speedup {r.speedup:.3f}x vs eager, {r.speedup_vs_compile:.3f}x vs compile")
-    out.append({"reviewer_speedups": ours, "plain_speedups": plain, "compile_baseline": r.model_dump(mode="json", exclude={"log"})})
 
 
 ONLY: set[str] = set()

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from kernelskill.errors import ExitCode, KernelSkillError
+from kernelskill.errors import KernelSkillError
 
 app = typer.Typer(
     name="kernelskill",

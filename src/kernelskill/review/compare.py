@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -80,7 +81,7 @@ def compare_outputs(ref_out, cand_out, atol: float, rtol: float, trial: int) -> 
             got = [float(c64[tuple(j)]) for j in idx]
             exp = [float(r64[tuple(j)]) for j in idx]
             nan_note = " (the candidate produced NaN/Inf where the reference has finite values)" if any(
-                v != v or v in (float("inf"), float("-inf")) for v in got) else ""
+                not math.isfinite(v) for v in got) else ""
             return Comparison(False, worst_abs, worst_rel, Mismatch(
                 trial=trial, output_index=i, mismatched=n_bad, total=c.numel(), first_indices=idx, got=got,
                 expected=exp,

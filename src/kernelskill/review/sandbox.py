@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import select
 import signal
 import subprocess
@@ -47,30 +46,18 @@ class WorkerOutcome:
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
-def _prepare_worker() -> None:
-    """Runs in the worker before exec: no core dumps, and die with the parent (no orphaned hung workers)."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux/glibc: the parent's own cleanup still kills the group
-        pass
-
-
 def run_worker(request: dict, timeouts: dict[str, float], log_path: Path, env: dict[str, str]) -> WorkerOutcome:
     read_fd, write_fd = os.pipe()
     outcome = WorkerOutcome()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelskill.review.worker", str(write_fd)],
+            [sys.executable, "-m", "kernelskill.review.worker", str(write_fd), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
             pass_fds=(write_fd,),
             start_new_session=True,  # its own process group, so a hang is killed with all its children
-            preexec_fn=_prepare_worker,
         )
     os.close(write_fd)
     try:

@@ -528,7 +528,27 @@ def _degenerate(ref_outputs: list, atol: float, torch) -> set[str]:
     return flags
 
 
+def _bind_to_parent(parent: int) -> None:
+    """No core dumps, and die with the reviewer that started us (a killed reviewer leaves no hung worker behind).
+
+    Done here rather than in a preexec_fn, which is unsafe when the parent runs threads (as a benchmark does).
+    """
+    import resource
+    import signal
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux/glibc: the parent's own cleanup still kills the group
+        return
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+
 def main() -> None:
+    _bind_to_parent(int(sys.argv[2]))
     channel = Channel(int(sys.argv[1]))
     request = json.loads(sys.stdin.read())
     worker = Worker(request, channel)

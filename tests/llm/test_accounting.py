@@ -66,7 +66,7 @@ class PricedStub:
     def __init__(self):
         self.sent = 0
 
-    def complete(self, messages, *, max_tokens=4096, temperature=None):
+    def complete(self, messages, *, max_tokens=4096, temperature=None, agent=None):
         self.sent += 1
         return completion(100, 100, 0.30)
 

@@ -29,7 +29,7 @@ def test_replays_in_order_then_errors_clearly(tmp_path):
     with pytest.raises(ReplayExhausted) as info:
         client.complete(ask())
     assert "holds 2 replies" in str(info.value) and "call 3" in str(info.value) and str(path) in str(info.value)
-
+    assert "2 of 2 served" in str(info.value) and "more LLM calls" in str(info.value) and str(path) in str(info.value)
 
 @pytest.mark.parametrize("wrap", [lambda e: e, lambda e: {"note": "hand-written", "entries": e}])
 def test_json_documents(tmp_path, wrap):
@@ -79,3 +79,24 @@ def test_missing_file(tmp_path):
 def test_messages_round_trip_through_a_transcript(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", [{"reply": "r", "messages": [{"role": "user", "content": "q"}]}])
     assert ReplayClient(path).entries[0].messages == [Message(role="user", content="q")]
+
+
+def test_replay_serves_each_agent_its_own_replies(tmp_path):
+    """Seeds are generated concurrently, so calls of different agents interleave differently from run to run; a
+    transcript whose entries name their agent must serve each agent its replies in order regardless."""
+    path = tmp_path / "t.jsonl"
+    rows = [
+        {"agent": "generator", "reply": "g1"},
+        {"agent": "planner", "reply": "p1"},
+        {"agent": "generator", "reply": "g2"},
+        {"reply": "untagged"},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    client = ReplayClient(path)
+    assert client.complete(ask(), agent="planner").text == "p1"
+    assert client.complete(ask(), agent="generator").text == "g1"
+    assert client.complete(ask(), agent="generator").text == "g2"
+    assert client.complete(ask(), agent="generator").text == "untagged"  # no generator entry left: untagged one
+    with pytest.raises(ReplayExhausted, match="for the planner"):
+        client.complete(ask(), agent="planner")
+    client.check_consumed()

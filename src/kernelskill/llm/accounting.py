@@ -161,10 +161,11 @@ class MeteredClient:
         self.model = client.model
 
     def complete(
-        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None
+        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None,
+        agent: str | None = None,
     ) -> Completion:
         self.ledger.check()
-        completion = self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature)
+        completion = self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature, agent=agent)
         self.ledger.record(completion)
         return completion
 

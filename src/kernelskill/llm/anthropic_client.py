@@ -51,7 +51,8 @@ class AnthropicClient:
         )
 
     def complete(
-        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None
+        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None,
+        agent: str | None = None,
     ) -> Completion:
         # The Messages API takes system text as a parameter, not as a message.
         system = "\n\n".join(m.content for m in messages if m.role == "system")

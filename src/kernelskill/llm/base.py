@@ -66,9 +66,11 @@ class LLMClient(Protocol):
     model: str
 
     def complete(
-        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None
+        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None,
+        agent: str | None = None,
     ) -> Completion:
-        """Send `messages`; `temperature=None` leaves the provider's default."""
+        """Send `messages`; `temperature=None` leaves the provider's default. `agent` names the agent asking
+        ("generator", "planner" …): providers ignore it; a replayed transcript serves each agent its own replies."""
         ...
 
 

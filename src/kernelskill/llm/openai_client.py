@@ -61,7 +61,8 @@ class OpenAIClient:
         return LLMAuthError(f"{self._where} {why}: set {KEY_VAR} to a valid key for this endpoint", env_var=KEY_VAR)
 
     def complete(
-        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None
+        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None,
+        agent: str | None = None,
     ) -> Completion:
         params: dict[str, object] = {
             "model": self.name,

@@ -1,8 +1,12 @@
 """Clients that need no model: `replay:PATH` serves recorded replies in order; `fake:` is a scripted client for tests.
 
 A transcript is JSON Lines (one entry a line) or one JSON document (a list of entries, or an object whose `entries`
-key holds the list). An entry is {"reply": str, "messages"?: [...], "usage"?: {...}}; other keys (a "note" saying the
-replies were written by hand, the model that produced them …) are kept for readers and ignored here.
+key holds the list). An entry is {"reply": str, "agent"?: str, "messages"?: [...], "usage"?: {...}}; other keys (a
+"note" saying the replies were written by hand, the round it was recorded in …) are kept for readers and ignored here.
+
+When entries name their agent, each agent is served its own replies in order, so a replayed run does not depend on
+how calls of different agents interleaved (seeds are generated concurrently). Entries without an agent are served
+in file order to whoever asks.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ class TranscriptEntry(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     reply: str
+    agent: str | None = None
     messages: list[Message] | None = None
     usage: Usage | None = None
 
@@ -87,26 +92,40 @@ class ReplayClient:
         self.model = f"replay:{self.path}"
         self.entries = load_transcript(self.path)
         self.strict = strict  # also require each request to equal the messages recorded for it
-        self._next = 0
+        self._served: set[int] = set()
         self._lock = threading.Lock()
 
     @property
     def remaining(self) -> int:
-        return len(self.entries) - self._next
+        return len(self.entries) - len(self._served)
+
+    def _take(self, agent: str | None) -> tuple[int, TranscriptEntry] | None:
+        """The next unserved entry for `agent`: the first one recorded for that agent, else the first untagged."""
+        unserved = [i for i in range(len(self.entries)) if i not in self._served]
+        for i in unserved:
+            if agent is not None and self.entries[i].agent == agent:
+                return i, self.entries[i]
+        for i in unserved:
+            if self.entries[i].agent is None or agent is None:
+                return i, self.entries[i]
+        return None
 
     def complete(
-        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None
+        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None,
+        agent: str | None = None,
     ) -> Completion:
         start = time.monotonic()
         with self._lock:
-            if self._next >= len(self.entries):
+            found = self._take(agent)
+            if found is None:
+                who = f" for the {agent}" if agent else ""
                 raise ReplayExhausted(
-                    f"replay transcript {self.path} holds {len(self.entries)} replies, but call "
-                    f"{self._next + 1} asked for another: the run made more LLM calls than were recorded "
+                    f"replay transcript {self.path} holds no more replies{who} ({len(self._served)} of "
+                    f"{len(self.entries)} served): the run made more LLM calls than were recorded "
                     "(other settings, or a different problem?)"
                 )
-            index, entry = self._next, self.entries[self._next]
-            self._next += 1
+            index, entry = found
+            self._served.add(index)
         if self.strict and entry.messages is not None and entry.messages != list(messages):
             raise ReplayMismatch(
                 f"replay transcript {self.path}, entry {index + 1}: the request differs from the recorded messages "
@@ -122,11 +141,11 @@ class ReplayClient:
         if self.remaining:
             raise ReplayMismatch(
                 f"replay transcript {self.path} holds {len(self.entries)} replies but the run used only "
-                f"{self._next}: the run made fewer LLM calls than were recorded"
+                f"{len(self._served)}: the run made fewer LLM calls than were recorded"
             )
 
     def __repr__(self) -> str:
-        return f"ReplayClient(path={str(self.path)!r}, served={self._next}/{len(self.entries)})"
+        return f"ReplayClient(path={str(self.path)!r}, served={len(self._served)}/{len(self.entries)})"
 
 
 def _first_difference(recorded: list[Message], sent: list[Message]) -> str:
@@ -152,7 +171,8 @@ class FakeClient:
         self._lock = threading.Lock()
 
     def complete(
-        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None
+        self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None,
+        agent: str | None = None,
     ) -> Completion:
         with self._lock:
             self.calls.append(list(messages))

@@ -28,7 +28,7 @@ def test_replays_in_order_then_errors_clearly(tmp_path):
     assert one.cost_usd is None and one.model == f"replay:{path}"
     with pytest.raises(ReplayExhausted) as info:
         client.complete(ask())
-    assert "holds 2 replies" in str(info.value) and "call 3" in str(info.value) and str(path) in str(info.value)
+    assert "2 of 2 served" in str(info.value) and "more LLM calls" in str(info.value) and str(path) in str(info.value)
     assert "2 of 2 served" in str(info.value) and "more LLM calls" in str(info.value) and str(path) in str(info.value)
 
 @pytest.mark.parametrize("wrap", [lambda e: e, lambda e: {"note": "hand-written", "entries": e}])

@@ -29,7 +29,7 @@ def test_replays_in_order_then_errors_clearly(tmp_path):
     with pytest.raises(ReplayExhausted) as info:
         client.complete(ask())
     assert "2 of 2 served" in str(info.value) and "more LLM calls" in str(info.value) and str(path) in str(info.value)
-    assert "2 of 2 served" in str(info.value) and "more LLM calls" in str(info.value) and str(path) in str(info.value)
+
 
 @pytest.mark.parametrize("wrap", [lambda e: e, lambda e: {"note": "hand-written", "entries": e}])
 def test_json_documents(tmp_path, wrap):

@@ -24,9 +24,10 @@ err = Console(stderr=True)
 
 @app.callback()
 def _root() -> None:
-    """KernelSkill: review candidate kernels, explain the knowledge base's decisions.
+    """KernelSkill: optimize a PyTorch program into verified GPU kernels, review candidate kernels, explain the
+    knowledge base's decisions.
 
-    Start with `kernelskill review PROBLEM.py CANDIDATE.py`; every command has -h.
+    Start with `kernelskill optimize PROBLEM.py --model PROVIDER/NAME`; every command has -h.
     """
 
 
@@ -95,6 +96,94 @@ def review(
     else:
         print_review(result)
     raise typer.Exit(int(result.exit_code))
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  kernelskill optimize examples/gelu_chain.py --model replay:examples/gelu_chain.transcript.jsonl\n\n"
+        "  kernelskill optimize problem.py --model openai/gpt-4o --seeds 3 --rounds 15\n\n"
+        "  kernelskill optimize problem.py --model openai/Qwen/Qwen2.5-Coder-32B-Instruct "
+        "--base-url http://127.0.0.1:8000/v1\n\n"
+        "  kernelskill optimize problem.py --model anthropic/claude-sonnet-4-20250514 --max-cost-per-task 2\n\n"
+        "  kernelskill optimize problem.py --model openai/gpt-4o --out runs/x --resume   (after a crash or Ctrl-C)\n\n"
+        "Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY. Exit codes: 0 a correct kernel was found, 1 none was, "
+        "2 bad input, 7 no usable model, 130 interrupted (resume with --resume)."
+    )
+)
+def optimize(
+    problem: Path = typer.Argument(..., help="KernelBench problem file (defines Model, get_inputs, get_init_inputs)."),
+    model: Optional[str] = typer.Option(None, help="provider/name (openai/..., anthropic/...), or replay:TRANSCRIPT."),
+    base_url: Optional[str] = typer.Option(None, help="An OpenAI-compatible server (vLLM, SGLang, Ollama ...); "
+                                           "default: OPENAI_BASE_URL, else the provider's own."),
+    backend: str = typer.Option("triton", help="triton or cuda."),
+    device: str = typer.Option("auto", help="cuda, cpu, or auto (cuda when a GPU is visible). On cpu, Triton kernels "
+                               "run in Triton's interpreter."),
+    seeds: int = typer.Option(3, min=1, max=32, help="Kernels generated independently before the rounds."),
+    rounds: int = typer.Option(15, min=0, help="Repair or optimization rounds after the seeds."),
+    rt: float = typer.Option(0.3, min=0, help="A correct kernel becomes the base when speedup/base > 1 + rt ..."),
+    at: float = typer.Option(0.3, min=0, help="... or speedup - base > at."),
+    no_long_term_memory: bool = typer.Option(False, "--no-long-term-memory",
+                                             help="Ablation: no decision policy, the Planner chooses freely."),
+    no_short_term_memory: bool = typer.Option(False, "--no-short-term-memory",
+                                              help="Ablation: no repair chain or optimization memory in prompts."),
+    max_repairs: int = typer.Option(3, min=1, help="Repairs of an optimization's failing kernel before going back "
+                                    "to the base."),
+    profile: str = typer.Option("auto", help="Profile each base with ncu: auto (on a GPU when ncu is found), on, off."),
+    max_tokens_per_task: Optional[int] = typer.Option(None, min=1, help="Stop the task once this many tokens are "
+                                                      "spent (its best kernel is kept)."),
+    max_cost_per_task: Optional[float] = typer.Option(None, min=0.0001, help="Stop the task once this many US "
+                                                      "dollars are spent (priced models only)."),
+    trials: int = typer.Option(5, min=1, help="Correctness trials per candidate."),
+    iters: Optional[int] = typer.Option(None, min=1, help="Timed calls per candidate (default 100 on CUDA, 10 on CPU)."),
+    warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls before timing (default 25 CUDA, 2 CPU)."),
+    allow_torch_ops: bool = typer.Option(False, "--allow-torch-ops", help="Accept kernels whose work is done by "
+                                         "PyTorch ops."),
+    out: Optional[Path] = typer.Option(None, help="Run folder (default runs/<problem>-<time>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the interrupted run in --out."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end instead of the summary."),
+) -> None:
+    """Optimize a problem with the agent team: seeds, then rounds of repair or optimization, every candidate
+    compiled, verified and timed by the Reviewer. The best correct kernel ends in DIR/best.py."""
+    from kernelskill.llm.accounting import Budget
+    from kernelskill.llm.registry import make_client, no_model_message
+    from kernelskill.loop.display import LiveDisplay, print_summary
+    from kernelskill.loop.optimize import OptimizeRequest
+    from kernelskill.loop.optimize import optimize as run_optimize
+    from kernelskill.loop.settings import LoopSettings
+    from kernelskill.settings import ReviewSettings
+
+    if device not in ("auto", "cuda", "cpu"):
+        raise KernelSkillError(f"--device must be cuda, cpu or auto, not {device!r}")
+    if profile not in ("auto", "on", "off"):
+        raise KernelSkillError(f"--profile must be auto, on or off, not {profile!r}")
+    if not model:
+        from kernelskill.llm.base import LLMError
+
+        raise LLMError(no_model_message())
+    request = OptimizeRequest(
+        problem=problem, model=model, base_url=base_url, backend=backend, out=out, resume=resume,
+        loop=LoopSettings(seeds=seeds, rounds=rounds, rt=rt, at=at, long_term_memory=not no_long_term_memory,
+                          short_term_memory=not no_short_term_memory, max_repairs=max_repairs, profile=profile),
+        review=ReviewSettings(device=device, trials=trials, iters=iters, warmup=warmup,
+                              allow_torch_ops=allow_torch_ops),
+        budget=Budget(max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
+    )
+    client = make_client(model, base_url)  # a missing key or a malformed model string fails before any work
+    console = Console(stderr=as_json)
+    try:
+        with LiveDisplay(console) as display:
+            summary = run_optimize(request, client=client, on_event=display)
+    except KeyboardInterrupt:
+        where = f" --out {out}" if out else ""
+        err.print(f"[yellow]interrupted.[/] Continue with: kernelskill optimize {problem} --model {model}{where} --resume"
+                  + ("" if out else " (with --out set to the run folder printed above)"), soft_wrap=True)
+        raise typer.Exit(130) from None
+    if as_json:
+        print(summary.model_dump_json(indent=2, exclude={"history"}))
+    else:
+        print_summary(summary, console)
+    raise typer.Exit(0 if summary.success else 1)
 
 
 def main() -> None:

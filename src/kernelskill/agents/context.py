@@ -28,6 +28,10 @@ class TaskBrief(_Data):
     backend: Backend
     device: str  # "cuda" or "cpu"; on "cpu" Triton kernels run in Triton's interpreter
     device_name: str | None = None  # e.g. "NVIDIA H200"
+    # the Reviewer's settings the candidate must satisfy (defaults: the paper's protocol, own-kernels policy on)
+    allow_torch_ops: bool = False  # True: PyTorch compute ops may do (part of) the work
+    atol: float = 1e-2
+    rtol: float = 1e-2
 
 
 class ReviewFeedback(_Data):
@@ -76,6 +80,8 @@ class Plan(_Data):
     plan: str | list[str]  # the steps
     evidence: str | list[str]
     expected_metric_change: str | list[str] | dict[str, str]
+    # how this try differs from an earlier attempt of the same method (required by the agents when it repeats one)
+    what_differs: str | None = None
 
 
 class Attempt(_Data):

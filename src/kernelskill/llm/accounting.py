@@ -79,10 +79,13 @@ class Ledger:
     can pass a limit by at most those calls.
     """
 
-    def __init__(self, budget: Budget | None = None) -> None:
+    def __init__(self, budget: Budget | None = None, *, prior_tokens: int = 0, prior_cost: float = 0.0) -> None:
         self.budget = budget or Budget()
         self._lock = threading.Lock()
         self._records: list[CallRecord] = []
+        # spent before this process started (a resumed task): counted against the budget, not listed in `records`
+        self.prior_tokens = prior_tokens
+        self.prior_cost = prior_cost
 
     def check(self) -> None:
         """Raise `BudgetExceeded` if a limit is already reached."""
@@ -137,10 +140,10 @@ class Ledger:
             return sum(r.cost_usd is None for r in self._records)
 
     def _tokens(self) -> int:
-        return sum(r.usage.total_tokens for r in self._records)
+        return self.prior_tokens + sum(r.usage.total_tokens for r in self._records)
 
     def _cost(self) -> float:
-        return sum(r.cost_usd for r in self._records if r.cost_usd is not None)
+        return self.prior_cost + sum(r.cost_usd for r in self._records if r.cost_usd is not None)
 
     def __repr__(self) -> str:
         return f"Ledger(calls={self.calls}, tokens={self.tokens}, cost_usd={self.cost_usd:.4f}, budget={self.budget!r})"

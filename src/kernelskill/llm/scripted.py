@@ -110,6 +110,18 @@ class ReplayClient:
                 return i, self.entries[i]
         return None
 
+    def skip(self, agent: str | None, count: int) -> None:
+        """Mark the next `count` replies for `agent` as served: a resumed run already used them before it stopped."""
+        with self._lock:
+            for _ in range(count):
+                found = self._take(agent)
+                if found is None:
+                    raise ReplayExhausted(
+                        f"replay transcript {self.path} holds fewer replies for the {agent} than the interrupted "
+                        "run already used: resume it with the model it was started with"
+                    )
+                self._served.add(found[0])
+
     def complete(
         self, messages: list[Message], *, max_tokens: int = 4096, temperature: float | None = None,
         agent: str | None = None,

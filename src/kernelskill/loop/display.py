@@ -1,0 +1,79 @@
+"""Live progress of `optimize` and its final summary, for people (rich). Machines read summary.json or --json."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.status import Status
+from rich.table import Table
+
+from kernelskill.loop.runner import Event
+from kernelskill.loop.state import RoundRecord
+
+_VERDICT_STYLE = {"correct": "green", "no_candidate": "yellow"}
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}x"
+
+
+def round_line(rec: RoundRecord) -> str:
+    where = f"seed {rec.slot}" if rec.round == 0 else f"round {rec.round}"
+    style = _VERDICT_STYLE.get(rec.verdict, "red")
+    promoted = f"  [bold cyan]→ {rec.promoted}[/]" if rec.promoted else ""
+    method = f"  {rec.method}" if rec.method else ""
+    note = f"  [dim]{rec.note}[/]" if rec.note else ""
+    return (f"{where:>9}  {rec.branch:<8}{method}  [{style}]{rec.verdict}[/]  {_x(rec.speedup)}"
+            f"  best {_x(rec.best_speedup)}{promoted}{note}")
+
+
+class LiveDisplay:
+    """One line per finished round, and a spinner naming what runs now (the agent asked, the kernel reviewed)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._status: Status | None = None
+
+    def __enter__(self) -> LiveDisplay:
+        self._status = self.console.status("starting", spinner="dots")
+        self._status.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "phase":
+            if self._status is not None:
+                self._status.update(event.text)
+            if event.text.startswith("resuming"):
+                self.console.print(f"[bold]{event.text}[/]")
+        elif event.kind == "info":
+            self.console.print(event.text, style="dim", highlight=False, soft_wrap=True)
+        elif event.kind == "round" and event.record is not None:
+            self.console.print(round_line(event.record), highlight=False, soft_wrap=True)
+
+
+def print_summary(summary, console: Console) -> None:
+    """The end-of-run summary: outcome, where the kernel is, what it cost."""
+    if summary.success:
+        ms = f" ({summary.best_ms:.4g} ms)" if summary.best_ms else ""
+        console.print(f"[bold green]best kernel: {summary.best_label}, {_x(summary.best_speedup)} vs PyTorch eager[/]{ms}")
+    else:
+        console.print("[bold red]no correct kernel was found[/]")
+    if summary.ended:
+        console.print(f"[yellow]stopped early:[/] {summary.ended}", soft_wrap=True)
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_row("best kernel", summary.best_path or "-")
+    table.add_row("rounds", f"{summary.rounds_run} of {summary.rounds} (after {summary.seeds} seeds)")
+    cost = "unknown (no price for this model)" if summary.cost_usd is None else f"${summary.cost_usd:.4f}"
+    table.add_row("LLM calls", f"{summary.llm_calls} ({summary.failed_llm_calls} failed), {summary.tokens} tokens, "
+                               f"cost {cost}")
+    memories = [name for name, on in (("long-term", summary.long_term_memory),
+                                      ("short-term", summary.short_term_memory)) if on]
+    table.add_row("memories", ", ".join(memories) or "none (ablation)")
+    table.add_row("run folder", summary.run_dir)
+    if summary.transcript:
+        table.add_row("replay with", f"--model replay:{summary.transcript}")
+    table.add_row("time", f"{summary.seconds:.0f} s")
+    console.print(table)

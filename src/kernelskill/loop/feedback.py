@@ -1,0 +1,64 @@
+"""What the agents see of a review and of a decision: the Reviewer's and the policy's own words, condensed."""
+
+from __future__ import annotations
+
+from kernelskill.agents.context import DecisionBrief, ReviewFeedback
+from kernelskill.memory.decision import Decision
+from kernelskill.review.results import ReviewResult
+
+# The log tail is the last resort for a crash or timeout whose message says little; compiler errors and mismatch
+# summaries are already in `error`.
+_LOG_LINES = 40
+
+
+def review_feedback(result: ReviewResult) -> ReviewFeedback:
+    log_tail = None
+    if not result.correct and result.error_kind in ("crash", "timeout", "runtime_error") and result.log:
+        log_tail = "\n".join(result.log.rstrip().splitlines()[-_LOG_LINES:])
+    return ReviewFeedback(
+        correct=result.correct,
+        stage=result.stage,
+        error_kind=result.error_kind,
+        error=result.error,
+        log_tail=log_tail,
+        speedup=result.speedup,
+        ref_ms=result.ref_ms,
+        candidate_ms=result.candidate_ms,
+        checks=[f"{c.name}: {c.detail}" for c in result.checks],
+        flags=list(result.flags),
+    )
+
+
+def failed_feedback(kind: str, error: str) -> ReviewFeedback:
+    """For a candidate the loop refused before reviewing it (wrong backend, no ModelNew)."""
+    return ReviewFeedback(correct=False, stage="compile", error_kind=kind, error=error)
+
+
+def verdict_of(feedback: ReviewFeedback) -> str:
+    return "correct" if feedback.correct else (feedback.error_kind or "failed")
+
+
+def decision_brief(decision: Decision, allowed: list[str], note: str | None = None) -> DecisionBrief:
+    """The decision as the Planner reads it: bottleneck, case, allowed methods and the evidence that was known."""
+    evidence = [f"{f.id} = {_fmt(f.value)}" for f in decision.fields if f.status == "ok"]
+    evidence += [f"{f.id} = {_fmt(f.value)}" for f in decision.run_features if f.status == "ok"]
+    evidence += [f"{name} = {_fmt(v.value)}" for name, v in decision.features.items() if v.status == "ok"]
+    evidence += [f"predicate {name} is true" for name, t in decision.predicates.items() if t.state == "true"]
+    caveats = list(decision.caveats)
+    if note:
+        caveats.append(note)
+    return DecisionBrief(
+        bottleneck=decision.bottleneck,
+        case=decision.case,
+        tier=decision.tier,
+        allowed_methods=allowed,
+        forbidden_methods=list(decision.forbidden),
+        evidence=evidence,
+        caveats=caveats,
+    )
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

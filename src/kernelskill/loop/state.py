@@ -1,0 +1,72 @@
+"""The loop's state between rounds, the promotion rule, and the short-term memory it carries.
+
+The whole state is one pydantic object. After every round it is written to the run store as JSON, so a resumed run
+starts from the last finished round exactly as if it had never stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from kernelskill.agents.context import Attempt, RepairStep, ReviewFeedback
+
+Branch = Literal["seed", "repair", "optimize"]
+
+
+class KernelRef(BaseModel):
+    """A reviewed kernel the loop keeps hold of (best, base, or the latest failure)."""
+
+    candidate_id: int
+    label: str  # e.g. "seed-2", "round-07"
+    path: str  # relative to the run folder
+    source: str
+    speedup: float | None = None  # vs PyTorch eager; None when it failed or was not timed
+    ms: float | None = None
+    feedback: ReviewFeedback
+
+
+class RoundRecord(BaseModel):
+    """One line of the run's history, as the live display and the summary show it."""
+
+    round: int  # 0 for seeds
+    slot: int = 0  # the seed number, for seeds
+    branch: Branch
+    label: str | None = None  # the candidate it produced; None when the agents produced none
+    method: str | None = None
+    verdict: str  # "correct", an error kind, or "no_candidate" (the agents' reply could not be used)
+    speedup: float | None = None
+    best_speedup: float | None = None  # after this round
+    promoted: Literal["best", "base", "best+base"] | None = None
+    note: str = ""
+
+
+class LoopState(BaseModel):
+    round: int = 0  # the last finished round (0: the seed phase finished)
+    best: KernelRef | None = None
+    base: KernelRef | None = None
+    # the repair chain: `failing` is the latest kernel and failed; `chain` holds the earlier links
+    failing: KernelRef | None = None
+    chain: list[RepairStep] = Field(default_factory=list)
+    chain_method: str | None = None  # the optimization whose kernel started the chain (None: a seed started it)
+    chain_goal: str | None = None  # that optimization's plan
+    chain_base_speedup: float | None = None
+    # the optimization memory of the current base
+    attempts: list[Attempt] = Field(default_factory=list)
+    llm_features: dict[str, dict] = Field(default_factory=dict)  # source sha256 -> the Feature Extractor's answers
+    history: list[RoundRecord] = Field(default_factory=list)
+    ended: str | None = None  # why the task stopped early (budget spent, LLM unavailable …)
+
+
+def promotion(speedup: float, best: KernelRef | None, base: KernelRef | None, rt: float, at: float) -> tuple[bool, bool]:
+    """(becomes best, becomes base) for a correct kernel with `speedup`.
+
+    Best: faster than the best so far. Base: the first correct kernel, or speedup / base > 1 + rt, or
+    speedup − base > at (the published rule, rt = at = 0.3).
+    """
+    is_best = best is None or best.speedup is None or speedup > best.speedup
+    if base is None or base.speedup is None:
+        return is_best, True
+    is_base = speedup / base.speedup > 1 + rt or speedup - base.speedup > at
+    return is_best, is_base

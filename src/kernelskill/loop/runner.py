@@ -134,11 +134,11 @@ class TaskRunner:
             outcomes = [self._seed(round_id, k) for k in range(1, n + 1)]
         stop = next((o for o in outcomes if isinstance(o, BaseException)), None)
         refs = [o for o in outcomes if isinstance(o, KernelRef)]
-        correct = [r for r in refs if r.feedback.correct and r.speedup is not None]
+        correct = [r for r in refs if r.feedback.correct and r.ms is not None]
         st = self.state
         st.history.sort(key=lambda rec: (rec.round, rec.slot))
         if correct:
-            top = max(correct, key=lambda r: r.speedup or 0.0)
+            top = min(correct, key=lambda r: r.ms if r.ms is not None else float("inf"))
             st.best = st.base = top
             for rec in st.history:
                 if rec.label == top.label:
@@ -268,7 +268,7 @@ class TaskRunner:
         ctx, st = self.ctx, self.state
         record.label, record.verdict, record.speedup = ref.label, verdict_of(ref.feedback), ref.speedup
         came_from_chain = st.failing is not None
-        if not ref.feedback.correct or ref.speedup is None:
+        if not ref.feedback.correct or ref.ms is None:
             if not came_from_chain:  # a new chain starts at this kernel
                 st.chain, st.chain_method, st.chain_goal = [], method, goal
                 st.chain_base_speedup = st.base.speedup if st.base else None
@@ -288,12 +288,14 @@ class TaskRunner:
         if came_from_chain:
             self._end_chain()
             method, goal = chain_method, chain_goal
-        is_best, is_base = promotion(ref.speedup, st.best, st.base, ctx.settings.rt, ctx.settings.at)
+        assert ref.ms is not None
+        is_best, is_base = promotion(ref.ms, st.best, st.base, st.reference_ms() or 1.0, ctx.settings.rt,
+                                     ctx.settings.at)
         old_base = st.base
         if is_best:
             st.best = ref
         if method is not None and old_base is not None:
-            outcome = "promoted" if is_base else "improved" if ref.speedup > (old_base.speedup or 0) else "not_faster"
+            outcome = "promoted" if is_base else "improved" if ref.ms < (old_base.ms or 0) else "not_faster"
             self._remember(Attempt(label=ref.label, method=method, plan=goal or "", outcome=outcome,
                                    speedup=ref.speedup, base_speedup=old_base.speedup,
                                    detail=f"fixed after {n_repairs} repair{'s' if n_repairs != 1 else ''}"
@@ -336,6 +338,9 @@ class TaskRunner:
         with ctx.review_lock:
             result = ctx.reviewer(ctx.problem_path, candidate, ctx.review_settings, log_dir)
         store.add_review(row.id, result.model_dump(mode="json"))
+        if result.ref_ms is not None:
+            with self._history_lock:
+                self.state.ref_ms.append(result.ref_ms)
         feedback = review_feedback(result)
         return KernelRef(candidate_id=row.id, label=label, path=row.path, source=source,
                          speedup=result.speedup if result.correct else None,

@@ -56,17 +56,31 @@ class LoopState(BaseModel):
     attempts: list[Attempt] = Field(default_factory=list)
     llm_features: dict[str, dict] = Field(default_factory=dict)  # source sha256 -> the Feature Extractor's answers
     history: list[RoundRecord] = Field(default_factory=list)
+    ref_ms: list[float] = Field(default_factory=list)  # every eager timing taken during the task
     ended: str | None = None  # why the task stopped early (budget spent, LLM unavailable …)
 
+    def reference_ms(self) -> float | None:
+        """The task's eager time: the median of every reference timing so far."""
+        if not self.ref_ms:
+            return None
+        ordered = sorted(self.ref_ms)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
-def promotion(speedup: float, best: KernelRef | None, base: KernelRef | None, rt: float, at: float) -> tuple[bool, bool]:
-    """(becomes best, becomes base) for a correct kernel with `speedup`.
 
-    Best: faster than the best so far. Base: the first correct kernel, or speedup / base > 1 + rt, or
-    speedup − base > at (the published rule, rt = at = 0.3).
+def promotion(ms: float, best: KernelRef | None, base: KernelRef | None, ref_ms: float, rt: float,
+              at: float) -> tuple[bool, bool]:
+    """(becomes best, becomes base) for a correct kernel that runs in `ms`.
+
+    The published rule on speedups vs eager: best when faster than the best so far; base when it is the first
+    correct kernel, or speedup / base speedup > 1 + rt, or speedup − base speedup > at (rt = at = 0.3). Speedups
+    here divide one reference time, `ref_ms` (the median of every eager timing taken during the task), by each
+    kernel's own time: the eager time of a small problem is the noisiest number a review takes, and comparing two
+    kernels must not depend on how the reference happened to time in their two reviews.
     """
-    is_best = best is None or best.speedup is None or speedup > best.speedup
-    if base is None or base.speedup is None:
+    is_best = best is None or best.ms is None or ms < best.ms
+    if base is None or base.ms is None:
         return is_best, True
-    is_base = speedup / base.speedup > 1 + rt or speedup - base.speedup > at
+    speedup, base_speedup = ref_ms / ms, ref_ms / base.ms
+    is_base = speedup / base_speedup > 1 + rt or speedup - base_speedup > at
     return is_best, is_base

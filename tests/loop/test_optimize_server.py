@@ -22,6 +22,16 @@ from .helpers import PROBLEM, diagnosis, features, plan
 pytestmark = pytest.mark.slow
 KERNELS = Path(__file__).resolve().parents[1] / "data" / "loop"
 KEY = "sk-test-loop-4b1e9d07c3a2-secret"
+# the same tests run on a GPU host with KERNELSKILL_TEST_DEVICE=cuda (scripts/gpu_optimize_check.py does)
+DEVICE = os.environ.get("KERNELSKILL_TEST_DEVICE", "cpu")
+
+
+def keep(run_dir: Path, name: str) -> None:
+    """With KERNELSKILL_TEST_OUT set (the GPU check), keep a run's summary and history for the record."""
+    dest = os.environ.get("KERNELSKILL_TEST_OUT")
+    if dest:
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        (Path(dest) / f"{name}.summary.json").write_text((run_dir / "summary.json").read_text())
 
 
 def code(name: str, words: str = "Here is the kernel.") -> str:
@@ -36,7 +46,7 @@ def cli(*args, server: ScriptedServer, wait=True, **kw):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
     env["OPENAI_API_KEY"] = KEY
     cmd = [sys.executable, "-m", "kernelskill.cli", "optimize", str(PROBLEM), "--model", "openai/test-model",
-           "--base-url", server.openai_url, "--device", "cpu", "--trials", "2", "--warmup", "1", "--iters", "3",
+           "--base-url", server.openai_url, "--device", DEVICE, "--trials", "2", "--warmup", "1", "--iters", "3",
            *map(str, args)]
     if not wait:
         return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
@@ -85,6 +95,7 @@ def test_full_loop_against_a_local_openai_compatible_server(server, tmp_path):
     assert summary["rounds_run"] == 5 and "token budget" in summary["ended"]
     assert summary["llm_calls"] == 13 and summary["tokens"] == 13 * 150  # the 429 was retried inside its call
     assert (out / "best.py").read_text() == (KERNELS / "fast.py").read_text()
+    keep(out, "full_loop")
 
     with RunStore.open(out) as store:
         run = store.latest_run()
@@ -119,12 +130,13 @@ def test_full_loop_against_a_local_openai_compatible_server(server, tmp_path):
     replay_out = tmp_path / "replay"
     r2 = subprocess.run(
         [sys.executable, "-m", "kernelskill.cli", "optimize", str(PROBLEM), "--model", f"replay:{out / 'transcript.jsonl'}",
-         "--device", "cpu", "--trials", "2", "--warmup", "1", "--iters", "3", "--seeds", "2", "--rounds", "4",
+         "--device", DEVICE, "--trials", "2", "--warmup", "1", "--iters", "3", "--seeds", "2", "--rounds", "4",
          "--out", replay_out, "--json"], capture_output=True, text=True, timeout=600,
         env={k: v for k, v in os.environ.items() if not k.startswith("OPENAI")},
     )
     assert r2.returncode == 0, r2.stderr[-3000:]
     replayed = json.loads(r2.stdout)
+    keep(replay_out, "full_loop_replayed")
     assert replayed["best_speedup"] is not None and replayed["rounds_run"] == 4
     with RunStore.open(replay_out) as store:
         task = store.tasks(store.latest_run().id)[0]
@@ -177,6 +189,7 @@ def test_killed_mid_run_then_resumed(server, tmp_path):
     r = cli("--seeds", "1", "--rounds", "3", "--out", out, "--resume", "--json", server=server)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout)
+    keep(out, "killed_and_resumed")
     assert summary["rounds_run"] == 3 and summary["success"]
     assert server.overruns == 0 and not server.script
     with RunStore.open(out) as store:

@@ -47,7 +47,9 @@ def cli(*args, server: ScriptedServer, wait=True, **kw):
     env["OPENAI_API_KEY"] = KEY
     cmd = [sys.executable, "-m", "kernelskill.cli", "optimize", str(PROBLEM), "--model", "openai/test-model",
            "--base-url", server.openai_url, "--device", DEVICE, "--trials", "2", "--warmup", "1", "--iters", "3",
-           *map(str, args)]
+           # the scripted Planner's methods are those the code-only decision allows (on a GPU, ncu's metrics
+           # would allow others); profiling is covered by scripts/gpu_optimize_check.py's example run
+           "--profile", "off", *map(str, args)]
     if not wait:
         return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, **kw)
@@ -130,7 +132,7 @@ def test_full_loop_against_a_local_openai_compatible_server(server, tmp_path):
     replay_out = tmp_path / "replay"
     r2 = subprocess.run(
         [sys.executable, "-m", "kernelskill.cli", "optimize", str(PROBLEM), "--model", f"replay:{out / 'transcript.jsonl'}",
-         "--device", DEVICE, "--trials", "2", "--warmup", "1", "--iters", "3", "--seeds", "2", "--rounds", "4",
+         "--device", DEVICE, "--trials", "2", "--warmup", "1", "--iters", "3", "--seeds", "2", "--rounds", "4", "--profile", "off",
          "--out", replay_out, "--json"], capture_output=True, text=True, timeout=600,
         env={k: v for k, v in os.environ.items() if not k.startswith("OPENAI")},
     )

@@ -48,7 +48,8 @@ class OptimizeSummary(BaseModel):
     """The outcome of one `optimize` run: printed at the end, written to summary.json, and `--json`'s object."""
 
     success: bool  # a correct kernel was found
-    best_speedup: float | None  # vs PyTorch eager
+    best_speedup: float | None  # eager time (median over the task's reviews) / the best kernel's time
+    reference_ms: float | None  # that eager time
     best_ms: float | None
     best_label: str | None
     best_path: str | None  # DIR/best.py
@@ -219,8 +220,8 @@ def _finish(store: RunStore, run_id: int, task_id: int, state: LoopState, reques
     n = store.export_transcript(task_id, transcript)
     totals = store.llm_totals(task_id)
     summary = OptimizeSummary(
-        success=state.best is not None, best_speedup=state.best.speedup if state.best else None,
-        best_ms=state.best.ms if state.best else None, best_label=state.best.label if state.best else None,
+        success=state.best is not None, best_speedup=state.speedup_of(state.best),
+        best_ms=state.best.ms if state.best else None, reference_ms=state.reference_ms(), best_label=state.best.label if state.best else None,
         best_path=str(best_path) if best_path else None, rounds_run=state.round, llm_calls=totals["calls"],
         failed_llm_calls=totals["failed_calls"], tokens=totals["tokens"],
         cost_usd=totals["cost_usd"] if totals["calls"] > totals["unpriced_calls"] else None,

@@ -30,6 +30,7 @@ from kernelskill.agents.team import AgentFailure, LLMCallEvent, LLMFeatureJudge,
 from kernelskill.candidate import parse_candidate
 from kernelskill.errors import CandidateError
 from kernelskill.llm.base import BudgetExceeded, LLMAuthError, LLMError
+from kernelskill.llm.scripted import ReplayExhausted
 from kernelskill.loop.feedback import decision_brief, failed_feedback, review_feedback, verdict_of
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import KernelRef, LoopState, RoundRecord, promotion
@@ -148,7 +149,7 @@ class TaskRunner:
             order = {"mismatch": 0, "runtime_error": 1, "rejected": 2, "timeout": 3, "crash": 4}
             st.failing = min(refs, key=lambda r: order.get(r.feedback.error_kind or "", 9))
         for rec in st.history:
-            rec.best_speedup = st.best.speedup if st.best else None
+            rec.best_speedup = st.speedup_of(st.best)
         self._commit_kernels()
         if isinstance(stop, BudgetExceeded | LLMError):
             st.ended = str(stop)
@@ -174,7 +175,7 @@ class TaskRunner:
             return exc
         ref = self._review(round_id, f"seed-{k}", source, origin="seed", parent=None)
         self._record(RoundRecord(round=0, slot=k, branch="seed", label=ref.label, verdict=verdict_of(ref.feedback),
-                                 speedup=ref.speedup))
+                                 speedup=self.state.speedup_of(ref)))
         return ref
 
     # ---- rounds --------------------------------------------------------------------------------------------------
@@ -206,10 +207,12 @@ class TaskRunner:
         except LLMAuthError:
             store.finish_round(round_id, "abandoned", note="the model rejected the API key")
             raise
+        except ReplayExhausted as exc:
+            status, record.note, st.ended = "failed", str(exc), f"the replayed transcript has no more replies: {exc}"
         except LLMError as exc:  # the model stayed unreachable through every retry
             status, record.note, st.ended = "failed", str(exc), f"the model is unavailable: {exc}"
         st.round = i
-        record.best_speedup = st.best.speedup if st.best else None
+        record.best_speedup = st.speedup_of(st.best)
         st.history.append(record)
         self._commit_kernels()
         store.finish_round(round_id, status, method=record.method, note=record.note or None,
@@ -266,12 +269,12 @@ class TaskRunner:
                           diagnosis: Diagnosis | None = None) -> None:
         """Update best, base, the repair chain and the optimization memory after `ref` was reviewed."""
         ctx, st = self.ctx, self.state
-        record.label, record.verdict, record.speedup = ref.label, verdict_of(ref.feedback), ref.speedup
+        record.label, record.verdict, record.speedup = ref.label, verdict_of(ref.feedback), st.speedup_of(ref)
         came_from_chain = st.failing is not None
         if not ref.feedback.correct or ref.ms is None:
             if not came_from_chain:  # a new chain starts at this kernel
                 st.chain, st.chain_method, st.chain_goal = [], method, goal
-                st.chain_base_speedup = st.base.speedup if st.base else None
+                st.chain_base_speedup = st.speedup_of(st.base)
             st.failing = ref
             if st.base is not None and len(st.chain) >= ctx.settings.max_repairs:
                 # give up on this optimization: back to the base, and remember that it failed
@@ -297,7 +300,7 @@ class TaskRunner:
         if method is not None and old_base is not None:
             outcome = "promoted" if is_base else "improved" if ref.ms < (old_base.ms or 0) else "not_faster"
             self._remember(Attempt(label=ref.label, method=method, plan=goal or "", outcome=outcome,
-                                   speedup=ref.speedup, base_speedup=old_base.speedup,
+                                   speedup=st.speedup_of(ref), base_speedup=st.speedup_of(old_base),
                                    detail=f"fixed after {n_repairs} repair{'s' if n_repairs != 1 else ''}"
                                    if n_repairs else ""))
         if is_base:

@@ -59,6 +59,14 @@ class LoopState(BaseModel):
     ref_ms: list[float] = Field(default_factory=list)  # every eager timing taken during the task
     ended: str | None = None  # why the task stopped early (budget spent, LLM unavailable …)
 
+    def speedup_of(self, kernel: KernelRef | None) -> float | None:
+        """A kernel's speedup as the loop reports and compares it: the task's eager time over the kernel's time.
+        (Each review's own paired figure stays in the run store and in the feedback the agents read.)"""
+        if kernel is None or kernel.ms is None:
+            return None
+        ref = self.reference_ms()
+        return kernel.speedup if ref is None else ref / kernel.ms
+
     def reference_ms(self) -> float | None:
         """The task's eager time: the median of every reference timing so far."""
         if not self.ref_ms:

@@ -29,8 +29,8 @@ def run(cmd: list[str], env: dict | None = None, timeout: int = 540) -> int:
 def example(out: Path) -> int:
     run_dir = out / "example_run"
     code = run([sys.executable, "-m", "kernelskill.cli", "optimize", "examples/gelu_chain.py", "--model",
-                "replay:examples/gelu_chain.transcript.jsonl", "--rounds", "3", "--profile", "off", "--device", "cuda", "--out",
-                str(run_dir)])
+                "replay:examples/gelu_chain.transcript.jsonl", "--rounds", "3", "--profile", "off", "--device", "cuda",
+                "--out", str(run_dir)])
     sys.path.insert(0, str(ROOT / "src"))
     from kernelskill.store import RunStore
 

@@ -131,8 +131,9 @@ def test_full_loop_against_a_local_openai_compatible_server(server, tmp_path):
     # replay reproduces the run without any server: same kernels, same verdicts
     replay_out = tmp_path / "replay"
     r2 = subprocess.run(
-        [sys.executable, "-m", "kernelskill.cli", "optimize", str(PROBLEM), "--model", f"replay:{out / 'transcript.jsonl'}",
-         "--device", DEVICE, "--trials", "2", "--warmup", "1", "--iters", "3", "--seeds", "2", "--rounds", "4", "--profile", "off",
+        [sys.executable, "-m", "kernelskill.cli", "optimize", str(PROBLEM), "--model",
+         f"replay:{out / 'transcript.jsonl'}", "--device", DEVICE, "--trials", "2", "--warmup", "1", "--iters", "3",
+         "--seeds", "2", "--rounds", "4", "--profile", "off",
          "--out", replay_out, "--json"], capture_output=True, text=True, timeout=600,
         env={k: v for k, v in os.environ.items() if not k.startswith("OPENAI")},
     )

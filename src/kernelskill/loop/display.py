@@ -58,7 +58,8 @@ def print_summary(summary, console: Console) -> None:
     """The end-of-run summary: outcome, where the kernel is, what it cost."""
     if summary.success:
         ms = f" ({summary.best_ms:.4g} ms)" if summary.best_ms else ""
-        console.print(f"[bold green]best kernel: {summary.best_label}, {_x(summary.best_speedup)} vs PyTorch eager[/]{ms}")
+        console.print(f"[bold green]best kernel: {summary.best_label}, {_x(summary.best_speedup)} vs PyTorch "
+                      f"eager[/]{ms}")
     else:
         console.print("[bold red]no correct kernel was found[/]")
     if summary.ended:

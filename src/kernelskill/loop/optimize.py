@@ -163,8 +163,8 @@ def optimize(
         except BaseException:
             store.set_run_status(run_id, "failed")
             raise
-        summary = _finish(store, run_id, task_id, state, request, loop_settings, device, model, time.monotonic() - start)
-        return summary
+        seconds = time.monotonic() - start
+        return _finish(store, run_id, task_id, state, request, loop_settings, device, model, seconds)
 
 
 def _run_and_task(store: RunStore, request: OptimizeRequest, problem, device: str, review_settings: ReviewSettings):
@@ -221,7 +221,8 @@ def _finish(store: RunStore, run_id: int, task_id: int, state: LoopState, reques
     totals = store.llm_totals(task_id)
     summary = OptimizeSummary(
         success=state.best is not None, best_speedup=state.speedup_of(state.best),
-        best_ms=state.best.ms if state.best else None, reference_ms=state.reference_ms(), best_label=state.best.label if state.best else None,
+        best_ms=state.best.ms if state.best else None, reference_ms=state.reference_ms(),
+        best_label=state.best.label if state.best else None,
         best_path=str(best_path) if best_path else None, rounds_run=state.round, llm_calls=totals["calls"],
         failed_llm_calls=totals["failed_calls"], tokens=totals["tokens"],
         cost_usd=totals["cost_usd"] if totals["calls"] > totals["unpriced_calls"] else None,

@@ -26,7 +26,7 @@ from kernelskill.agents.context import (
     ReviewFeedback,
     TaskBrief,
 )
-from kernelskill.agents.team import AgentFailure, LLMCallEvent, LLMFeatureJudge, Team
+from kernelskill.agents.team import AgentFailure, LLMFeatureJudge, Team
 from kernelskill.candidate import parse_candidate
 from kernelskill.errors import CandidateError
 from kernelskill.llm.base import BudgetExceeded, LLMAuthError, LLMError
@@ -34,10 +34,10 @@ from kernelskill.llm.scripted import ReplayExhausted
 from kernelskill.loop.feedback import decision_brief, failed_feedback, review_feedback, verdict_of
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import KernelRef, LoopState, RoundRecord, promotion
+from kernelskill.memory.codeview import build_view
 from kernelskill.memory.evidence import Evidence
 from kernelskill.memory.features import extract_features
 from kernelskill.memory.knowledge import KnowledgeBase
-from kernelskill.memory.codeview import build_view
 from kernelskill.memory.policy import decide
 from kernelskill.review.results import ReviewResult
 from kernelskill.settings import ReviewSettings

@@ -1,0 +1,44 @@
+"""The README's main job: the example problem optimized with the hand-written replay transcript."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_transcript_is_built_from_the_hand_written_replies():
+    r = subprocess.run([sys.executable, "scripts/build_example_transcript.py", "--check"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    first = json.loads((ROOT / "examples" / "gelu_chain.transcript.jsonl").read_text().splitlines()[0])
+    assert "hand-written" in first["note"] and "not produced by any model" in first["note"]
+
+
+@pytest.mark.slow
+def test_readme_example_runs_the_whole_story(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
+    r = subprocess.run(
+        [sys.executable, "-m", "kernelskill.cli", "optimize", "examples/gelu_chain.py", "--model",
+         "replay:examples/gelu_chain.transcript.jsonl", "--rounds", "3", "--profile", "off", "--device", "cpu",
+         "--trials", "2", "--iters", "3", "--warmup", "1", "--out", str(tmp_path / "run"), "--json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    assert summary["success"] and summary["ended"] is None and summary["llm_calls"] == 11
+    history = json.loads((tmp_path / "run" / "summary.json").read_text())["history"]
+    story = [(h["branch"], h["verdict"], h["promoted"]) for h in history]
+    assert story[0] == ("seed", "correct", "best+base")
+    assert story[1][1] in ("runtime_error", "compile_error")  # tl.gelu does not exist (interpreter: at run time)
+    assert story[2] == ("seed", "mismatch", None)
+    assert story[3][:2] == ("optimize", "correct") and story[3][2] in ("best", "best+base")  # fused
+    assert story[4] == ("optimize", "mismatch", None)  # the larger block with offsets still of 1024
+    assert story[5][:2] == ("repair", "correct")
+    assert (tmp_path / "run" / "best.py").exists()

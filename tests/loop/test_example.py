@@ -32,7 +32,9 @@ def test_readme_example_runs_the_whole_story(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout)
-    assert summary["success"] and summary["ended"] is None and summary["llm_calls"] == 11
+    # 11 replies; 10 calls when CPU timing noise keeps the fused kernel from becoming the base (it is then only the
+    # best, and the base's features are not asked for again)
+    assert summary["success"] and summary["ended"] is None and summary["llm_calls"] in (10, 11)
     history = json.loads((tmp_path / "run" / "summary.json").read_text())["history"]
     story = [(h["branch"], h["verdict"], h["promoted"]) for h in history]
     assert story[0] == ("seed", "correct", "best+base")

@@ -26,11 +26,13 @@ def clone_args(args: list) -> list:
 class Timer:
     """Times callables on one device. `block` iterations of each callable alternate until `iters` are done."""
 
-    def __init__(self, device: torch.device, device_sync: bool = True, poison: Callable[[], object] | None = None):
+    def __init__(self, device: torch.device, device_sync: bool = True, poison: Callable[[], object] | None = None,
+                 after_call: Callable[[str], object] | None = None):
         self.device = device
         self.cuda = device.type == "cuda"
         self.device_sync = device_sync
         self.poison = poison  # called before each block, outside the timed region
+        self.after_call = after_call  # called with the callable's name after each call, outside the timed region
         n = L2_FLUSH_BYTES if self.cuda else 32 * 1024 * 1024
         self.flush_buffer = torch.empty(n // 4, dtype=torch.int32, device=device)
 
@@ -83,6 +85,8 @@ class Timer:
             for name, fn in fns.items():
                 for i in range(warmup):
                     self._one(fn, input_sets[i % len(input_sets)], slots[i % 2])
+                    if self.after_call is not None:
+                        self.after_call(name)
             samples: dict[str, list[float]] = {name: [] for name in fns}
             synced: dict[str, list[float]] = {name: [] for name in fns}
             kept: dict[str, list[tuple[int, object]]] = {name: [] for name in fns}
@@ -96,6 +100,8 @@ class Timer:
                     for j in range(n):
                         k = (counter + j) % len(input_sets)
                         ms, idle_ms, out = self._one(fn, input_sets[k], slots[(counter + j) % 2])
+                        if self.after_call is not None:
+                            self.after_call(name)
                         samples[name].append(ms)
                         synced[name].append(idle_ms)
                         if done + j >= iters - keep_last:

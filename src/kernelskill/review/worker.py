@@ -104,24 +104,32 @@ class Worker:
     def copy_args(self, args: list) -> list:
         return [a.clone() if isinstance(a, self.torch.Tensor) else a for a in args]
 
-    def run_candidate(self, args: list):
-        threads = set(threading.enumerate())
+    def call_candidate(self, args: list):
+        """The candidate's forward and nothing else: what the timer measures (no synchronization, no checks)."""
         try:
             with self.torch.no_grad():
-                out = self.cand_model(*args)
+                return self.cand_model(*args)
         except Verdict:
             raise
         except Exception as exc:
             if _is_cuda_fatal(exc):
                 raise self.fail("crash", f"CUDA error while running the candidate: {_short_traceback(exc, self.cand_file)}")
             raise self.fail("runtime_error", "the candidate raised while running:\n" + _short_traceback(exc, self.cand_file))
+
+    def run_candidate(self, args: list):
+        """A checked call: forward, wait for the device (surfacing asynchronous CUDA errors), no threads left."""
+        threads = set(threading.enumerate())
+        out = self.call_candidate(args)
+        self.sync_after_candidate()
+        self.check_threads(threads)
+        return out
+
+    def sync_after_candidate(self) -> None:
         if self.device.type == "cuda":
             try:
                 self.torch.cuda.synchronize(self.device)
             except Exception as exc:
                 raise self.fail("crash", f"CUDA error after the candidate ran: {type(exc).__name__}: {exc}")
-        self.check_threads(threads)
-        return out
 
     def run_reference(self, args: list):
         with self.torch.no_grad():
@@ -395,7 +403,17 @@ class Worker:
         iters = self.req["iters"]
         sets = [self.make_inputs(s) for s in seeds["timing"]]
         expected = [_map_tensors(self.run_reference(self.copy_args(args)), lambda t: t.detach().clone()) for args in sets]
-        fns = {"reference": lambda *a: self.run_reference(list(a)), "candidate": lambda *a: self.run_candidate(list(a))}
+        # The timed candidate call is the bare forward: synchronizing inside it would put the host's wake-up latency
+        # (tens of microseconds, varying from process to process) into the candidate's time and not the reference's.
+        # The Timer synchronizes the whole device after the stop event; the checks run after that, untimed.
+        fns = {"reference": lambda *a: self.run_reference(list(a)), "candidate": lambda *a: self.call_candidate(list(a))}
+        threads = set(threading.enumerate())
+
+        def after_call(name: str) -> None:
+            if name == "candidate":
+                self.sync_after_candidate()
+                self.check_threads(threads)
+
         if self.settings["baseline"] == "compile":
             compiled = torch.compile(self.ref_model)
 
@@ -404,8 +422,16 @@ class Worker:
                     return compiled(*args)
 
             fns["compiled_reference"] = run_compiled
-        timer = Timer(self.device, device_sync=self.guards["device_sync"], poison=self.poison)
-        samples, synced, kept = timer.run(fns, sets, warmup, iters, keep_last=len(sets) if self.guards["timed_outputs"] else 0)
+        timer = Timer(self.device, device_sync=self.guards["device_sync"], poison=self.poison, after_call=after_call)
+        try:
+            samples, synced, kept = timer.run(fns, sets, warmup, iters,
+                                              keep_last=len(sets) if self.guards["timed_outputs"] else 0)
+        except Verdict:
+            raise
+        except Exception as exc:  # an asynchronous CUDA error surfacing at the timer's synchronization
+            if _is_cuda_fatal(exc):
+                raise self.fail("crash", f"CUDA error while timing the candidate: {type(exc).__name__}: {exc}")
+            raise
         hidden = self.guards["device_sync"] and device == "cuda" and hidden_work(
             samples["candidate"], synced["candidate"], samples["reference"], synced["reference"])
         if hidden:

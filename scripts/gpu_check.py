@@ -185,8 +185,11 @@ def part_noise(out: list) -> None:
           f"plain event loop {spread(plain):.4f} (mean {statistics.fmean(plain):.3f}x)")
     record = {"reviewer_speedups": ours, "plain_speedups": plain, "review_timings": reviews}
     out.append(record)
+
+
+def part_baseline(out: list) -> None:
     r, _ = run(G01, "candidates/g01_pointwise_chain_64m/triton_ok.py", baseline="compile")
-    record["compile_baseline"] = r.model_dump(mode="json", exclude={"log"})
+    out.append({"compile_baseline": r.model_dump(mode="json", exclude={"log"})})
     if r.compile_ms is None:
         print(f"--baseline compile failed: {r.error}")
         return
@@ -199,7 +202,7 @@ ONLY: set[str] = set()
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=["review", "cheats", "noise"], action="append", required=True)
+    parser.add_argument("--part", choices=["review", "cheats", "noise", "baseline"], action="append", required=True)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--only", action="append", default=[], help="run only these cheats (by file stem)")
     args = parser.parse_args()
@@ -207,7 +210,7 @@ def main() -> None:
     for part in args.part:
         print(f"\n== {part} ==", flush=True)
         results: list = []
-        {"review": part_review, "cheats": part_cheats, "noise": part_noise}[part](results)
+        {"review": part_review, "cheats": part_cheats, "noise": part_noise, "baseline": part_baseline}[part](results)
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"gpu_check_{part}.json").write_text(json.dumps(results, indent=1, default=str))

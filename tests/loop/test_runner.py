@@ -33,7 +33,8 @@ def test_best_seed_becomes_base_and_promotion_rule(tmp_path):
         optimizer=[kernel("correct", 2.0), kernel("correct", 2.1), kernel("correct", 1.9)],
     )
     s = run(tmp_path, client, rounds=3)
-    assert s.success and s.best_label == "round-02" and s.best_speedup == 2.1
+    assert s.success and s.best_label == "round-02" and s.best_speedup == pytest.approx(2.1)
+    assert s.history[-1].best_speedup == pytest.approx(s.best_speedup)  # the summary agrees with itself
     seeds = [r for r in s.history if r.round == 0]
     assert [r.verdict for r in seeds] == ["correct", "compile_error", "correct"]
     assert [r.promoted for r in seeds] == [None, None, "best+base"]  # the fastest correct seed

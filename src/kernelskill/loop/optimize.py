@@ -210,6 +210,7 @@ def _used_replies(store: RunStore, task_id: int) -> dict[str, int]:
 def _finish(store: RunStore, run_id: int, task_id: int, state: LoopState, request: OptimizeRequest,
             loop: LoopSettings, device: str, model: str, seconds: float) -> OptimizeSummary:
     run_dir = store.run_dir
+    state.restate_history()
     best_path = None
     if state.best is not None:
         best_path = run_dir / "best.py"

@@ -175,7 +175,7 @@ class TaskRunner:
             return exc
         ref = self._review(round_id, f"seed-{k}", source, origin="seed", parent=None)
         self._record(RoundRecord(round=0, slot=k, branch="seed", label=ref.label, verdict=verdict_of(ref.feedback),
-                                 speedup=self.state.speedup_of(ref)))
+                                 speedup=self.state.speedup_of(ref), ms=ref.ms))
         return ref
 
     # ---- rounds --------------------------------------------------------------------------------------------------
@@ -270,6 +270,7 @@ class TaskRunner:
         """Update best, base, the repair chain and the optimization memory after `ref` was reviewed."""
         ctx, st = self.ctx, self.state
         record.label, record.verdict, record.speedup = ref.label, verdict_of(ref.feedback), st.speedup_of(ref)
+        record.ms = ref.ms
         came_from_chain = st.failing is not None
         if not ref.feedback.correct or ref.ms is None:
             if not came_from_chain:  # a new chain starts at this kernel

@@ -36,7 +36,8 @@ class RoundRecord(BaseModel):
     label: str | None = None  # the candidate it produced; None when the agents produced none
     method: str | None = None
     verdict: str  # "correct", an error kind, or "no_candidate" (the agents' reply could not be used)
-    speedup: float | None = None
+    speedup: float | None = None  # the task's eager time over `ms` (see LoopState.speedup_of)
+    ms: float | None = None  # the kernel's own time, when correct
     best_speedup: float | None = None  # after this round
     promoted: Literal["best", "base", "best+base"] | None = None
     note: str = ""
@@ -66,6 +67,19 @@ class LoopState(BaseModel):
             return None
         ref = self.reference_ms()
         return kernel.speedup if ref is None else ref / kernel.ms
+
+    def restate_history(self) -> None:
+        """Recompute the history's speedups against the final task reference, so a summary is consistent with itself
+        (the live display showed each figure against the reference known at that moment)."""
+        ref = self.reference_ms()
+        if ref is None:
+            return
+        best_ms: float | None = None
+        for rec in self.history:
+            if rec.ms is not None:
+                rec.speedup = ref / rec.ms
+                best_ms = rec.ms if best_ms is None else min(best_ms, rec.ms)
+            rec.best_speedup = None if best_ms is None else ref / best_ms
 
     def reference_ms(self) -> float | None:
         """The task's eager time: the median of every reference timing so far."""

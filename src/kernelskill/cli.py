@@ -186,6 +186,95 @@ def optimize(
     raise typer.Exit(0 if summary.success else 1)
 
 
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  kernelskill bench --problems ~/KernelBench --level 1 --tasks 1-20 --model openai/gpt-4o --gpus 0,1\n\n"
+        "  kernelskill bench --problems my_problems/ --model openai/qwen --base-url http://127.0.0.1:8000/v1 "
+        "--ablation no-ltm --out runs/no-ltm\n\n"
+        "  kernelskill bench ... --out runs/x --resume   (after a crash or Ctrl-C: finished tasks are skipped)\n\n"
+        "Then: kernelskill report RUN_DIR. Exit codes: 0 the run finished (whatever the tasks' verdicts), 2 bad "
+        "input, 7 no usable model, 130 interrupted."
+    )
+)
+def bench(
+    problems: Path = typer.Option(..., help="A KernelBench checkout (its KernelBench/level1..3) or a folder of "
+                                  "KernelBench-format files (one level named after the folder)."),
+    level: Optional[str] = typer.Option(None, help="Levels to run, e.g. 1,2 (default: all found)."),
+    tasks: Optional[str] = typer.Option(None, help="Tasks by their file's numeric prefix, e.g. 1-20,33."),
+    model: Optional[str] = typer.Option(None, help="provider/name (openai/..., anthropic/...)."),
+    base_url: Optional[str] = typer.Option(None, help="An OpenAI-compatible server; default OPENAI_BASE_URL."),
+    backend: str = typer.Option("triton", help="triton or cuda."),
+    device: str = typer.Option("auto", help="cuda, cpu, or auto."),
+    gpus: Optional[str] = typer.Option(None, help="GPU indices to use, e.g. 0,1 (default: every visible GPU); "
+                                       "each GPU evaluates one candidate at a time."),
+    parallel: Optional[int] = typer.Option(None, min=1, help="Tasks in flight (default: 2 per GPU, so LLM waits "
+                                           "overlap evaluations)."),
+    seeds: int = typer.Option(3, min=1, max=32, help="Seed kernels per task."),
+    rounds: int = typer.Option(15, min=0, help="Rounds per task."),
+    ablation: str = typer.Option("none", help="none, no-ltm, no-stm or no-memory."),
+    baseline: Optional[str] = typer.Option(None, help="'compile': also time torch.compile(Model) against each "
+                                           "task's best kernel."),
+    profile: str = typer.Option("auto", help="Profile bases with ncu: auto, on, off."),
+    max_tokens_per_task: Optional[int] = typer.Option(None, min=1, help="Token budget per task."),
+    max_cost_per_task: Optional[float] = typer.Option(None, min=0.0001, help="US dollar budget per task."),
+    trials: int = typer.Option(5, min=1, help="Correctness trials per candidate."),
+    iters: Optional[int] = typer.Option(None, min=1, help="Timed calls per candidate."),
+    warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls per candidate."),
+    out: Optional[Path] = typer.Option(None, help="Run folder (default runs/bench-<time>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out: finished tasks are skipped."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every round of every task."),
+) -> None:
+    """Run the loop over many KernelBench tasks concurrently; results.json holds the paper's metrics."""
+    from kernelskill.bench.discover import parse_indices, parse_levels
+    from kernelskill.bench.display import BenchDisplay
+    from kernelskill.bench.gpus import parse_gpus
+    from kernelskill.bench.runner import BenchRequest, run_bench
+    from kernelskill.llm.accounting import Budget
+    from kernelskill.llm.base import LLMError
+    from kernelskill.llm.registry import make_client, no_model_message
+    from kernelskill.loop.settings import LoopSettings
+    from kernelskill.settings import ReviewSettings
+
+    if ablation not in ("none", "no-ltm", "no-stm", "no-memory"):
+        raise KernelSkillError(f"--ablation must be none, no-ltm, no-stm or no-memory, not {ablation!r}")
+    if baseline not in (None, "compile"):
+        raise KernelSkillError(f"--baseline takes only 'compile', not {baseline!r}")
+    if device not in ("auto", "cuda", "cpu"):
+        raise KernelSkillError(f"--device must be cuda, cpu or auto, not {device!r}")
+    if profile not in ("auto", "on", "off"):
+        raise KernelSkillError(f"--profile must be auto, on or off, not {profile!r}")
+    if backend not in ("triton", "cuda"):
+        raise KernelSkillError(f"--backend must be triton or cuda, not {backend!r}")
+    if resume and out is None:
+        raise KernelSkillError("--resume needs --out RUN_DIR: the run folder of the run to continue")
+    if not model:
+        raise LLMError(no_model_message().replace("kernelskill optimize PROBLEM.py", "kernelskill bench --problems DIR"))
+    request = BenchRequest(
+        problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model, base_url=base_url,
+        backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation, baseline=baseline, out=out,
+        resume=resume,
+        loop=LoopSettings(seeds=seeds, rounds=rounds, profile=profile),
+        review=ReviewSettings(device=device, trials=trials, iters=iters, warmup=warmup),
+        budget=Budget(max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
+    )
+    client = make_client(model, base_url)
+    console = Console()
+    try:
+        with BenchDisplay(console, verbose=verbose) as display:
+            results = run_bench(request, client=client, on_event=display)
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/] after the rounds in flight; continue with the same command plus --out "
+                  "RUN_DIR --resume", soft_wrap=True)
+        raise typer.Exit(130) from None
+    o = results.overall
+    mean = "-" if o.speedup_mean is None else f"{o.speedup_mean:.3g}x"
+    console.print(f"[bold]{o.tasks} tasks: success {o.success:.1%}, mean speedup {mean} (tasks with a correct "
+                  f"kernel), fast_1 {o.fast_1:.1%}[/]")
+    run_dir = results.run.get("run_dir", "RUN_DIR")
+    console.print(f"results: {run_dir}/results.json; report: kernelskill report {run_dir}", style="dim")
+
+
 def main() -> None:
     import signal
 

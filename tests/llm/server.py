@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -74,6 +75,9 @@ class ScriptedServer:
 
     def __init__(self) -> None:
         self.script: deque[Reply] = deque()
+        # called for a request when the script is empty: decides the reply from the request body (for runs whose
+        # requests interleave, like a benchmark's concurrent tasks)
+        self.responder: Callable[[dict], Reply] | None = None
         self.requests: list[Request] = []
         self.overruns = 0
         self._stop = threading.Event()
@@ -96,6 +100,10 @@ class ScriptedServer:
                 with outer._lock:
                     outer.requests.append(Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                     reply = outer.script.popleft() if outer.script else None
+                    responder = outer.responder
+                if reply is None and responder is not None:
+                    reply = responder(body)
+                with outer._lock:
                     if reply is None:
                         outer.overruns += 1
                 if reply is None:

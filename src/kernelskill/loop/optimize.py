@@ -115,44 +115,19 @@ def optimize(
                                f"{problem.name} on {device}, {request.backend}, model {model}"))
         if client is None:
             client = make_client(model, request.base_url)
-        totals = store.llm_totals(task_id)
         if isinstance(client, ReplayClient):  # replies the interrupted run already used are not served again
             for agent, count in _used_replies(store, task_id).items():
                 client.skip(agent, count)
-        ledger = Ledger(request.budget, prior_tokens=totals["tokens"], prior_cost=totals["cost_usd"] or 0.0)
-        metered = MeteredClient(client, ledger)
-
-        def record(event: LLMCallEvent) -> None:
-            c = event.completion
-            if c is None and (event.error or "").startswith(BudgetExceeded.__name__):
-                return  # refused before sending: not a call
-            store.add_llm_call(
-                run_id=run_id, task_id=task_id, round_id=event.tag.get("round_id"), round_idx=event.tag.get("round"),
-                slot=event.tag.get("slot", 0),
-                agent=event.agent, attempt=event.attempt, messages=[m.model_dump() for m in event.messages],
-                reply=c.text if c else None, error=event.error,
-                input_tokens=c.usage.input_tokens if c else 0, output_tokens=c.usage.output_tokens if c else 0,
-                tokens_estimated=c.usage.estimated if c else False, cost_usd=c.cost_usd if c else None,
-                latency_s=c.latency_s if c else 0.0, attempts=c.attempts if c else 1, model=metered.model,
-            )
-
-        team = Team(metered, on_call=record)
         kb = None
         if loop_settings.long_term_memory:
             from kernelskill.memory.knowledge import load_knowledge
 
             kb = load_knowledge()
         if profiler == "default":
-            profiler = _default_profiler(loop_settings, device, store.run_dir)
-        if reviewer is None:
-            reviewer = _real_reviewer
-        task = TaskBrief(name=problem.name, source=problem.source, backend=request.backend, device=device,
-                         device_name=_device_name(device), allow_torch_ops=review_settings.allow_torch_ops,
-                         atol=review_settings.atol, rtol=review_settings.rtol)
-        ctx = TaskContext(
-            store=store, run_id=run_id, task_id=task_id, problem_path=problem.path, task=task, team=team, kb=kb,
-            review_settings=review_settings, settings=loop_settings, reviewer=reviewer, profiler=profiler,
-            on_event=on_event, replayed=isinstance(client, ReplayClient),
+            profiler = default_profiler(loop_settings, device, store.run_dir)
+        ctx = task_context(
+            store, run_id, task_id, problem, client, request.budget, kb, review_settings, loop_settings,
+            reviewer or real_reviewer, profiler, on_event, device,
         )
         try:
             state = TaskRunner(ctx).run()
@@ -165,6 +140,41 @@ def optimize(
             raise
         seconds = time.monotonic() - start
         return _finish(store, run_id, task_id, state, request, loop_settings, device, model, seconds)
+
+
+def task_context(
+    store: RunStore, run_id: int, task_id: int, problem, client: LLMClient, budget: Budget, kb,
+    review_settings: ReviewSettings, loop_settings: LoopSettings, reviewer: Reviewer, profiler: Profiler | None,
+    on_event: Callable[[Event], None], device: str, review_lock=None,
+) -> TaskContext:
+    """Everything one task runs against: its own budget and ledger (counting what a resumed task already spent),
+    an agent team whose every call is recorded in the store, and the shared reviewer and profiler."""
+    totals = store.llm_totals(task_id)
+    ledger = Ledger(budget, prior_tokens=totals["tokens"], prior_cost=totals["cost_usd"] or 0.0)
+    metered = MeteredClient(client, ledger)
+
+    def record(event: LLMCallEvent) -> None:
+        c = event.completion
+        if c is None and (event.error or "").startswith(BudgetExceeded.__name__):
+            return  # refused before sending: not a call
+        store.add_llm_call(
+            run_id=run_id, task_id=task_id, round_id=event.tag.get("round_id"), round_idx=event.tag.get("round"),
+            slot=event.tag.get("slot", 0), agent=event.agent, attempt=event.attempt,
+            messages=[m.model_dump() for m in event.messages], reply=c.text if c else None, error=event.error,
+            input_tokens=c.usage.input_tokens if c else 0, output_tokens=c.usage.output_tokens if c else 0,
+            tokens_estimated=c.usage.estimated if c else False, cost_usd=c.cost_usd if c else None,
+            latency_s=c.latency_s if c else 0.0, attempts=c.attempts if c else 1, model=metered.model,
+        )
+
+    task = TaskBrief(name=problem.name, source=problem.source, backend=review_settings.backend or "triton",
+                     device=device, device_name=_device_name(device), allow_torch_ops=review_settings.allow_torch_ops,
+                     atol=review_settings.atol, rtol=review_settings.rtol)
+    extra = {"review_lock": review_lock} if review_lock is not None else {}
+    return TaskContext(
+        store=store, run_id=run_id, task_id=task_id, problem_path=problem.path, task=task,
+        team=Team(metered, on_call=record), kb=kb, review_settings=review_settings, settings=loop_settings,
+        reviewer=reviewer, profiler=profiler, on_event=on_event, replayed=isinstance(client, ReplayClient), **extra,
+    )
 
 
 def _run_and_task(store: RunStore, request: OptimizeRequest, problem, device: str, review_settings: ReviewSettings):
@@ -239,13 +249,13 @@ def _finish(store: RunStore, run_id: int, task_id: int, state: LoopState, reques
     return summary
 
 
-def _real_reviewer(problem: Path, candidate, settings: ReviewSettings, log_dir: Path):
+def real_reviewer(problem: Path, candidate, settings: ReviewSettings, log_dir: Path):
     from kernelskill.review.reviewer import review
 
     return review(problem, candidate, settings, log_dir=log_dir)
 
 
-def _default_profiler(loop: LoopSettings, device: str, run_dir: Path) -> Profiler | None:
+def default_profiler(loop: LoopSettings, device: str, run_dir: Path) -> Profiler | None:
     if loop.profile == "off" or not loop.long_term_memory:
         return None
     from kernelskill.memory.profiling import ProfileSettings, find_ncu

@@ -75,6 +75,7 @@ class TaskContext:
     on_event: Callable[[Event], None] = lambda e: None
     replayed: bool = False  # the model replays a transcript: seeds are asked one after another, in order
     review_lock: threading.Lock = field(default_factory=threading.Lock)  # one evaluation on the device at a time
+    stop: threading.Event | None = None  # set: finish the round in flight, then return (the task stays resumable)
 
 
 def _sha(text: str) -> str:
@@ -115,6 +116,8 @@ class TaskRunner:
             if last is None:
                 self._seed_phase()
             while self.state.ended is None and self.state.round < ctx.settings.rounds:
+                if ctx.stop is not None and ctx.stop.is_set():
+                    break
                 self._round(self.state.round + 1)
         except LLMAuthError:
             store.set_task_status(ctx.task_id, "failed", reason="the model rejected the API key")

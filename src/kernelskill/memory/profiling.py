@@ -59,6 +59,7 @@ class ProfileSettings:
     profiled_forwards: int = 10  # forwards timed and recorded by the PyTorch profiler
     max_kernel_launches: int = 64  # ncu --launch-count: a cap on the launches ncu profiles in the measured forward
     keep_dir: Path | None = None  # write the driver, logs, report and CSV here (kept); None: a temporary directory
+    env: dict[str, str] | None = None  # extra environment for the driver and ncu, e.g. CUDA_VISIBLE_DEVICES
 
 
 @dataclass
@@ -288,12 +289,12 @@ def ncu_import_command(ncu: str, report: Path) -> list[str]:
     return [ncu, "--import", str(report), "--csv", "--page", "raw"]
 
 
-def clean_environment() -> dict[str, str]:
+def clean_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The review worker's environment (no secret-looking variables, unbuffered Python): profiling runs the same
     untrusted candidate code."""
     from kernelskill.review.sandbox import clean_environment as worker_environment
 
-    return worker_environment()
+    return worker_environment(extra)
 
 
 def run_step(command: list[str], timeout: float, cwd: Path, env: dict[str, str]) -> StepResult:
@@ -381,7 +382,7 @@ def _run(problem: Path, candidate: Path, settings: ProfileSettings, work: Path, 
     run = ProfileRun(workdir=work if keep else None)
     driver = work / DRIVER_NAME
     driver.write_text(driver_source(problem, candidate, settings.warmup_forwards, settings.profiled_forwards))
-    env = clean_environment()
+    env = clean_environment(settings.env)
 
     def record(step: StepResult, label: str) -> None:
         outcome = "timed out" if step.returncode is None else f"exit {step.returncode}"

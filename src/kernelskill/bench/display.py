@@ -1,0 +1,64 @@
+"""Live progress of `bench`: a status line (tasks done, success so far, mean speedup, tokens, cost) and one line per
+finished task."""
+
+from __future__ import annotations
+
+import statistics
+
+from rich.console import Console
+from rich.status import Status
+
+from kernelskill.bench.runner import BenchEvent
+from kernelskill.report.results import TaskResult
+
+
+class BenchDisplay:
+    def __init__(self, console: Console, verbose: bool = False) -> None:
+        self.console = console
+        self.verbose = verbose  # also print every round of every task
+        self.total = 0
+        self.done: dict[str, TaskResult] = {}
+        self.running: set[str] = set()
+        self._status: Status | None = None
+
+    def __enter__(self) -> BenchDisplay:
+        self._status = self.console.status("starting", spinner="dots")
+        self._status.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+    def line(self) -> str:
+        results = list(self.done.values())
+        ok = [r for r in results if r.success and r.best_speedup]
+        mean = f"{statistics.fmean(r.best_speedup for r in ok):.3g}x" if ok else "-"
+        tokens = sum(r.tokens for r in results)
+        costs = [r.cost_usd for r in results if r.cost_usd is not None]
+        cost = f"${sum(costs):.2f}" if costs else "cost unknown"
+        return (f"tasks {len(results)}/{self.total} done, {len(self.running)} running; success {len(ok)}/"
+                f"{len(results) or 0}; mean speedup {mean}; {tokens} tokens; {cost}")
+
+    def __call__(self, e: BenchEvent) -> None:
+        if e.kind == "start":
+            self.total = e.total
+            self.console.print(e.text, style="dim", highlight=False, soft_wrap=True)
+        elif e.kind == "task_started" and e.task:
+            self.running.add(e.task)
+        elif e.kind == "task_done" and e.task and e.result is not None:
+            self.running.discard(e.task)
+            self.done[e.task] = e.result
+            r = e.result
+            if r.status == "failed":
+                what = f"[red]failed[/]: {(r.reason or '').splitlines()[0][:160]}"
+            elif r.success:
+                what = f"[green]correct[/], {r.best_speedup:.3g}x" if r.best_speedup else "[green]correct[/]"
+            else:
+                what = "[yellow]no correct kernel[/]"
+            extra = f" [dim]{e.text}[/]" if e.text else ""
+            self.console.print(f"{e.task}: {what}{extra}", highlight=False, soft_wrap=True)
+        elif e.kind == "round" and self.verbose:
+            self.console.print(f"  {e.task}: {e.text}", highlight=False, soft_wrap=True)
+        if self._status is not None:
+            self._status.update(self.line())

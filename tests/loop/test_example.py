@@ -40,7 +40,8 @@ def test_readme_example_runs_the_whole_story(tmp_path):
     assert story[0] == ("seed", "correct", "best+base")
     assert story[1][1] in ("runtime_error", "compile_error")  # tl.gelu does not exist (interpreter: at run time)
     assert story[2] == ("seed", "mismatch", None)
-    assert story[3][:2] == ("optimize", "correct") and story[3][2] in ("best", "best+base")  # fused
+    # fused: correct; whether it is promoted depends on CPU timing, which a loaded CI machine makes noisy
+    assert story[3][:2] == ("optimize", "correct")
     assert story[4] == ("optimize", "mismatch", None)  # the larger block with offsets still of 1024
     assert story[5][:2] == ("repair", "correct")
     assert (tmp_path / "run" / "best.py").exists()

@@ -275,6 +275,24 @@ def bench(
     console.print(f"results: {run_dir}/results.json; report: kernelskill report {run_dir}", style="dim")
 
 
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  kernelskill report runs/bench-20261129-101500\n\n"
+        "  kernelskill report runs/full --compare runs/no-ltm --compare runs/no-stm   (ablation table)"
+    )
+)
+def report(
+    run_dir: Path = typer.Argument(..., help="A bench run folder (holds results.json and run.db)."),
+    compare: list[Path] = typer.Option([], "--compare", help="Another run folder to lay side by side "
+                                       "(repeatable)."),
+) -> None:
+    """Write RUN_DIR/report.html (one self-contained file), summary.md and tasks.csv from a bench run."""
+    from kernelskill.report import report_command
+
+    report_command(run_dir, compare)
+
+
 def main() -> None:
     import signal
 

@@ -31,7 +31,7 @@ from kernelskill.loop.runner import Event, Reviewer, TaskRunner
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import LoopState
 from kernelskill.problem import read_problem
-from kernelskill.report.results import BenchResults, TaskResult, build_results, write_results
+from kernelskill.report.results import BenchResults, TaskResult, build_results, rounds_to_best_of, write_results
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
 
@@ -111,6 +111,7 @@ def run_bench(
     with store:
         run_id, config = _run_row(store, request, loop, review_settings, device, gpus)
         config["run_dir"] = str(store.run_dir)
+        config["run_id"] = run_id
         if client is None:
             client = make_client(request.model, request.base_url)
         kb = None
@@ -292,13 +293,13 @@ class _Bench:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(best.source)
             best_path = str(dest.relative_to(self.store.run_dir))
-            rounds_to_best = next((h.round for h in state.history if h.label == best.label), None)
+            rounds_to_best = rounds_to_best_of([h.model_dump(mode="json") for h in state.history])
             eager_ms = state.reference_ms()
             if self.request.baseline == "compile":
                 compile_ms, vs_compile, flags = self._compile_baseline(t, best, flags)
         cost = totals["cost_usd"] if totals["calls"] > totals["unpriced_calls"] else None
         return TaskResult(
-            name=t.name, level=t.level, index=t.index, problem=str(t.path),
+            name=t.name, level=t.level, index=t.index, problem=str(t.path), task_id=task_id,
             status="running" if interrupted else "finished", reason=state.ended, success=best is not None,
             best_speedup=state.speedup_of(best), best_ms=best.ms if best else None, eager_ms=eager_ms,
             compile_ms=compile_ms, speedup_vs_compile=vs_compile, best_path=best_path, flags=flags,
@@ -320,11 +321,15 @@ class _Bench:
 
     def _pending(self, t: BenchTask) -> TaskResult:
         return TaskResult(name=t.name, level=t.level, index=t.index, problem=str(t.path), status="pending",
-                          success=False, best_speedup=None)
+                          success=False, best_speedup=None, task_id=self._task_id(t))
 
     def _failed(self, t: BenchTask, reason: str) -> TaskResult:
         return TaskResult(name=t.name, level=t.level, index=t.index, problem=str(t.path), status="failed",
-                          reason=reason, success=False, best_speedup=None)
+                          reason=reason, success=False, best_speedup=None, task_id=self._task_id(t))
+
+    def _task_id(self, t: BenchTask) -> int | None:
+        row = self.store.find_task(self.run_id, t.name)
+        return row.id if row else None
 
 
 def _round_text(e: Event) -> str:

@@ -1,0 +1,146 @@
+"""`kernelskill report RUN_DIR`: results.json (and run.db) → report.html, summary.md, tasks.csv in the run folder."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from kernelskill.errors import KernelSkillError
+from kernelskill.report import plots
+from kernelskill.report.html import Plots, render_report
+from kernelskill.report.results import (
+    RESULTS_NAME,
+    BenchResults,
+    TaskResult,
+    load_results,
+    write_text_atomically,
+)
+from kernelskill.report.tables import (
+    ablation_table,
+    compile_table,
+    effort_table,
+    level_label,
+    summary_table,
+    to_markdown,
+)
+from kernelskill.report.trees import task_trees
+
+HTML_NAME = "report.html"
+SUMMARY_NAME = "summary.md"
+CSV_NAME = "tasks.csv"
+CSV_COLUMNS = ("name", "level", "index", "status", "success", "best_speedup", "speedup_vs_compile", "eager_ms",
+               "best_ms", "compile_ms", "rounds_run", "rounds_to_best", "tokens", "cost_usd", "flags", "reason",
+               "best_path")
+
+
+def write_report(run_dir: Path, compare: Sequence[Path] = ()) -> list[Path]:
+    """Write report.html, summary.md and tasks.csv into `run_dir` from its results.json; return their paths.
+
+    `compare` names other run folders (or their results.json files) to lay beside this run in an ablation table.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / RESULTS_NAME).is_file():
+        raise KernelSkillError(
+            f"{run_dir} holds no {RESULTS_NAME}: point `kernelskill report` at the folder a `kernelskill bench "
+            f"--out` run wrote (results.json appears there after its first finished task)"
+        )
+    results = load_results(run_dir / RESULTS_NAME)
+    compared = _compared(run_dir, results, compare)
+    trees, tree_note = task_trees(run_dir, results)
+    page = render_report(results, run_name=run_dir.resolve().name, plots=_plots(results), trees=trees,
+                         tree_note=tree_note, compared=compared)
+    written = []
+    for name, text in ((HTML_NAME, page), (SUMMARY_NAME, summary_markdown(results, run_dir.resolve().name, compared)),
+                       (CSV_NAME, tasks_csv(results.tasks))):
+        write_text_atomically(run_dir / name, text)
+        written.append(run_dir / name)
+    return written
+
+
+def report_command(run_dir: Path, compare: Sequence[Path] = (), console: Console | None = None) -> list[Path]:
+    """What the CLI runs: write the report and say where it is."""
+    console = console or Console()
+    with console.status("writing the report", spinner="dots"):
+        paths = write_report(run_dir, compare)
+    for path in paths:
+        console.print(f"[bold]{path.name:<12}[/] {path}", highlight=False, soft_wrap=True)
+    return paths
+
+
+def summary_markdown(results: BenchResults, run_name: str, compared: Sequence[tuple[str, BenchResults]] = ()) -> str:
+    tables = [summary_table(results), compile_table(results), effort_table(results)]
+    if len(compared) > 1:
+        tables.append(ablation_table(compared))
+    run = results.run
+    facts = ", ".join(f"{key} {run[key]}" for key in ("model", "backend", "seeds", "rounds", "ablation", "baseline")
+                      if run.get(key) not in (None, ""))
+    head = [f"# KernelSkill benchmark: {run_name}", ""]
+    if facts:
+        head += [facts, ""]
+    head += [f"{len(results.tasks)} tasks; figures from results.json ({results.generated_at or 'no date'})."]
+    flagged = [t for t in results.tasks if t.flags or t.reason or t.status != "finished"]
+    tail = []
+    if flagged:
+        tail = ["## Flagged results", ""] + [
+            f"- `{t.name}` ({level_label(t.level)}, {t.status}): " + _md_text("; ".join(
+                part for part in (", ".join(t.flags), t.reason or "") if part) or "not finished") for t in flagged]
+    blocks = ["\n".join(head)] + [to_markdown(t) for t in tables if t is not None] + ["\n".join(tail)]
+    return "\n\n".join(b.strip("\n") for b in blocks if b.strip()) + "\n"
+
+
+def _md_text(text: str) -> str:
+    """Free text (a failure reason) in Markdown: no stray HTML, no line breaks."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def tasks_csv(tasks: Sequence[TaskResult]) -> str:
+    """One row per task, full-precision numbers, empty cells for missing values, flags joined with ';'."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for task in tasks:
+        values = task.model_dump()
+        values["flags"] = ";".join(task.flags)
+        writer.writerow(["" if values[c] is None else values[c] for c in CSV_COLUMNS])
+    return out.getvalue()
+
+
+def _compared(run_dir: Path, results: BenchResults, compare: Sequence[Path]) -> list[tuple[str, BenchResults]]:
+    """(label, results) of this run and each compared one; labels are the ablation setting, else the folder."""
+    if not compare:
+        return []
+    runs = [(run_dir, results)]
+    for other in map(Path, compare):
+        folder = other.parent if other.is_file() else other
+        if not (other.is_file() or (other / RESULTS_NAME).is_file()):
+            raise KernelSkillError(
+                f"--compare {other}: no {RESULTS_NAME} there; pass the folder of a `kernelskill bench --out` run "
+                f"(or its {RESULTS_NAME})"
+            )
+        runs.append((folder, load_results(other)))
+    labelled, seen = [], set()
+    for folder, res in runs:
+        ablation = res.run.get("ablation")
+        label = str(ablation) if ablation not in (None, "") else folder.resolve().name
+        if label in seen:
+            label = f"{label} ({folder.resolve().name})"
+        seen.add(label)
+        labelled.append((label, res))
+    return labelled
+
+
+def _plots(results: BenchResults) -> Plots:
+    levels: dict[str, list[TaskResult]] = {level: [] for level in results.levels}
+    for task in results.tasks:
+        levels.setdefault(task.level, []).append(task)
+    return Plots(
+        distribution=plots.distribution_svg(levels, "dist"),
+        per_task={level: plots.per_task_svg(tasks, level, f"pt{i}") for i, (level, tasks) in
+                  enumerate(levels.items())},
+        convergence={level: plots.convergence_svg(tasks, level, f"cv{i}") for i, (level, tasks) in
+                     enumerate(levels.items())},
+    )

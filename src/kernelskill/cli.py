@@ -135,7 +135,7 @@ def optimize(
     max_cost_per_task: Optional[float] = typer.Option(None, min=0.0001, help="Stop the task once this many US "
                                                       "dollars are spent (priced models only)."),
     trials: int = typer.Option(5, min=1, help="Correctness trials per candidate."),
-    iters: Optional[int] = typer.Option(None, min=1, help="Timed calls per candidate (default 100 on CUDA, 10 on CPU)."),
+    iters: Optional[int] = typer.Option(None, min=1, help="Timed calls per candidate (default 100 CUDA, 10 CPU)."),
     warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls before timing (default 25 CUDA, 2 CPU)."),
     allow_torch_ops: bool = typer.Option(False, "--allow-torch-ops", help="Accept kernels whose work is done by "
                                          "PyTorch ops."),
@@ -176,7 +176,8 @@ def optimize(
             summary = run_optimize(request, client=client, on_event=display)
     except KeyboardInterrupt:
         where = f" --out {out}" if out else ""
-        err.print(f"[yellow]interrupted.[/] Continue with: kernelskill optimize {problem} --model {model}{where} --resume"
+        err.print(f"[yellow]interrupted.[/] Continue with: kernelskill optimize {problem} --model {model}{where} "
+                  "--resume"
                   + ("" if out else " (with --out set to the run folder printed above)"), soft_wrap=True)
         raise typer.Exit(130) from None
     if as_json:
@@ -249,7 +250,8 @@ def bench(
     if resume and out is None:
         raise KernelSkillError("--resume needs --out RUN_DIR: the run folder of the run to continue")
     if not model:
-        raise LLMError(no_model_message().replace("kernelskill optimize PROBLEM.py", "kernelskill bench --problems DIR"))
+        message = no_model_message().replace("kernelskill optimize PROBLEM.py", "kernelskill bench --problems DIR")
+        raise LLMError(message)
     request = BenchRequest(
         problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model, base_url=base_url,
         backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation, baseline=baseline, out=out,

@@ -81,7 +81,7 @@ def discover(root: Path, levels: set[str] | None = None, indices: set[int] | Non
              for t in tasks]
     tasks.sort(key=lambda t: (_level_key(t.level), t.index if t.index is not None else 1 << 30, t.name))
     if not tasks:
-        what = f" matching --tasks/--level" if indices is not None or levels is not None else ""
+        what = " matching --tasks/--level" if indices is not None or levels is not None else ""
         raise KernelSkillError(f"no problem files{what} under {root}")
     return tasks
 

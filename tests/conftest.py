@@ -39,6 +39,19 @@ def review_cpu(tmp_path):
     return _run
 
 
+@pytest.fixture
+def server():
+    """A local HTTP server speaking the OpenAI chat-completions (and Anthropic messages) protocol; see
+    tests/llm/server.py."""
+    from tests.llm.server import ScriptedServer
+
+    srv = ScriptedServer().start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("KERNELSKILL_ALL_CUDA_CHECKS") == "1":
         return

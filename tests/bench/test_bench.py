@@ -56,15 +56,6 @@ def bench(folder: Path, out: Path, server: ScriptedServer, *extra, wait=True):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
-@pytest.fixture
-def server():
-    srv = ScriptedServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
 def recompute(tasks: list[dict]) -> dict:
     """The paper's metrics, computed independently of kernelskill.report."""
     n = len(tasks)

@@ -4,19 +4,8 @@ import pytest
 
 from kernelskill.llm import Message, RetryPolicy
 
-from .server import ScriptedServer
-
 KEY = "sk-test-7f3a9c1e5b2d4680-very-secret"
 ANTHROPIC_KEY = "sk-ant-test-0c8e2a4f6b1d3957-very-secret"
-
-
-@pytest.fixture
-def server():
-    srv = ScriptedServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 class SleepRecorder:

@@ -55,15 +55,6 @@ def cli(*args, server: ScriptedServer, wait=True, **kw):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, **kw)
 
 
-@pytest.fixture
-def server():
-    srv = ScriptedServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
 def test_full_loop_against_a_local_openai_compatible_server(server, tmp_path):
     out = tmp_path / "run"
     server.add(

@@ -84,6 +84,7 @@ def test_bench_runs_tasks_concurrently_and_isolates_failures(server, tmp_path):
     assert tasks["4_malformed"]["status"] == "failed" and "4_malformed.py" in tasks["4_malformed"]["reason"]
     crashed = tasks["2_row_softmax"]
     assert crashed["success"] and [h["verdict"] for h in crashed["history"]] == ["crash", "correct"]
+    assert crashed["verdict"] == "correct" and tasks["4_malformed"]["verdict"] is None
     assert [h["branch"] for h in crashed["history"]] == ["seed", "repair"]
     for name in ("1_gelu_chain", "3_scaled_leaky_relu"):
         assert tasks[name]["success"] and tasks[name]["status"] == "finished"

@@ -100,3 +100,9 @@ def test_replay_serves_each_agent_its_own_replies(tmp_path):
     with pytest.raises(ReplayExhausted, match="for the planner"):
         client.complete(ask(), agent="planner")
     client.check_consumed()
+
+
+def test_replay_accepts_a_run_folder(tmp_path):
+    write_jsonl(tmp_path / "transcript.jsonl", [{"agent": "generator", "reply": "from the run"}])
+    client = make_client(f"replay:{tmp_path}")
+    assert client.complete(ask(), agent="generator").text == "from the run"

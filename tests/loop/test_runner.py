@@ -16,13 +16,13 @@ from kernelskill.store import RunStore
 from .helpers import PROBLEM, AgentScript, FakeReviewer, Unavailable, diagnosis, features, kernel, plan
 
 
-def run(tmp_path, client, *, rounds=0, seeds=3, resume=False, budget=None, **loop):
+def run(tmp_path, client, *, rounds=0, seeds=3, resume=False, budget=None, profiler=None, **loop):
     request = OptimizeRequest(
         problem=PROBLEM, model="script:", out=tmp_path / "run", resume=resume,
         loop=LoopSettings(seeds=seeds, rounds=rounds, profile="off", **{"parallel_seeds": False, **loop}),
         review=ReviewSettings(device="cpu"), budget=budget or Budget(),
     )
-    return optimize(request, client=client, reviewer=FakeReviewer(), profiler=None)
+    return optimize(request, client=client, reviewer=FakeReviewer(), profiler=profiler)
 
 
 def test_best_seed_becomes_base_and_promotion_rule(tmp_path):
@@ -191,3 +191,24 @@ def test_resume_continues_after_the_last_finished_round(tmp_path):
     with RunStore.open(tmp_path / "run") as store:
         task = store.tasks(store.latest_run().id)[0]
         assert [r.status for r in store.rounds(task.id)] == ["done", "done", "abandoned", "done", "done"]
+
+
+def test_profile_of_each_base_is_stored_and_used_once(tmp_path):
+    from kernelskill.memory.evidence import Evidence
+
+    profiled = []
+
+    def profiler(problem, candidate, kb):
+        profiled.append(candidate.name)
+        return Evidence(ncu_status="failed", ncu_note="scripted profiler: no ncu here")
+
+    client = AgentScript(generator=[kernel("correct", 1.0)], feature_extractor=[features()],
+                         planner=[plan("kernel_fusion"), plan("cuda_graphs")],
+                         optimizer=[kernel("correct", 1.1), kernel("correct", 1.05)])
+    run(tmp_path, client, seeds=1, rounds=2, profiler=profiler)
+    assert profiled == ["seed-1.py"]  # the base did not change: profiled once
+    with RunStore.open(tmp_path / "run") as store:
+        task = store.tasks(store.latest_run().id)[0]
+        seed = next(c for c in store.candidates(task.id) if c.label == "seed-1")
+        assert store.profile_of(seed.id).evidence["ncu_note"] == "scripted profiler: no ncu here"
+        assert all(d.decision["ncu_status"] == "failed" for d in store.decisions(task.id))

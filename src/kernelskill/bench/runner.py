@@ -300,6 +300,7 @@ class _Bench:
         cost = totals["cost_usd"] if totals["calls"] > totals["unpriced_calls"] else None
         return TaskResult(
             name=t.name, level=t.level, index=t.index, problem=str(t.path), task_id=task_id,
+            verdict="correct" if best is not None else (state.history[-1].verdict if state.history else None),
             status="running" if interrupted else "finished", reason=state.ended, success=best is not None,
             best_speedup=state.speedup_of(best), best_ms=best.ms if best else None, eager_ms=eager_ms,
             compile_ms=compile_ms, speedup_vs_compile=vs_compile, best_path=best_path, flags=flags,

@@ -20,7 +20,8 @@ accepted model forms:
   openai/<name>      any OpenAI-compatible endpoint, e.g. openai/gpt-4o, or with --base-url a local vLLM,
                      SGLang or Ollama server: openai/Qwen/Qwen2.5-Coder-32B-Instruct
   anthropic/<name>   Anthropic, e.g. anthropic/claude-sonnet-4-20250514
-  replay:<path>      replay recorded replies, e.g. replay:runs/2024-06-01/transcript.jsonl
+  replay:<path>      replay recorded replies: a transcript file, or a run folder (its transcript.jsonl),
+                     e.g. replay:runs/gelu-20261129-101500
   fake:              a scripted fake model, for tests"""
 
 
@@ -80,6 +81,10 @@ def make_client(
         path = model.removeprefix("replay:")
         if not path:
             raise LLMError(f"replay: needs a transcript path, e.g. replay:runs/transcript.jsonl\n{ACCEPTED_FORMS}")
+        from pathlib import Path
+
+        if Path(path).is_dir():  # a run folder: replay the transcript it recorded
+            path = str(Path(path) / "transcript.jsonl")
         return ReplayClient(path)
 
     provider, sep, name = model.partition("/")

@@ -373,6 +373,7 @@ class TaskRunner:
             ctx.on_event(Event("phase", f"round {i}: profiling {base.label}"))
             with ctx.review_lock:
                 self._evidence[key] = ctx.profiler(ctx.problem_path, ctx.store.run_dir / base.path, kb)
+            ctx.store.add_profile(base.candidate_id, self._evidence[key].model_dump(mode="json"))
         evidence = self._evidence.get(key)
         features = extract_features(kb.code_features, build_view(base.source, base.path), judge)
         if evidence is None:

@@ -36,6 +36,9 @@ class TaskResult(BaseModel):
     status: TaskStatus
     reason: str | None = None  # why it failed or stopped early
     success: bool  # a correct kernel was found
+    # "correct" with a correct kernel; else the verdict of the task's last kernel ("mismatch", "compile_error" …),
+    # "no_candidate", or None for a task that never ran (pending, or failed before its first kernel)
+    verdict: str | None = None
     best_speedup: float | None  # eager time / best kernel time; None without a correct kernel
     best_ms: float | None = None
     eager_ms: float | None = None

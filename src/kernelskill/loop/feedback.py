@@ -9,6 +9,7 @@ from kernelskill.review.results import ReviewResult
 # The log tail is the last resort for a crash or timeout whose message says little; compiler errors and mismatch
 # summaries are already in `error`.
 _LOG_LINES = 40
+_CAVEAT_CHARS = 400
 
 
 def review_feedback(result: ReviewResult) -> ReviewFeedback:
@@ -44,7 +45,8 @@ def decision_brief(decision: Decision, allowed: list[str], note: str | None = No
     evidence += [f"{f.id} = {_fmt(f.value)}" for f in decision.run_features if f.status == "ok"]
     evidence += [f"{name} = {_fmt(v.value)}" for name, v in decision.features.items() if v.status == "ok"]
     evidence += [f"predicate {name} is true" for name, t in decision.predicates.items() if t.state == "true"]
-    caveats = list(decision.caveats)
+    # the trace keeps every caveat in full; the Planner gets each bounded (the lists of missing metrics run long)
+    caveats = [c if len(c) <= _CAVEAT_CHARS else c[:_CAVEAT_CHARS] + " …" for c in decision.caveats]
     if note:
         caveats.append(note)
     return DecisionBrief(

@@ -230,7 +230,7 @@ def bench(
     from kernelskill.bench.discover import parse_indices, parse_levels
     from kernelskill.bench.display import BenchDisplay
     from kernelskill.bench.gpus import parse_gpus
-    from kernelskill.bench.runner import BenchRequest, run_bench
+    from kernelskill.bench.runner import BenchRequest, refuse_replay, run_bench
     from kernelskill.llm.accounting import Budget
     from kernelskill.llm.base import LLMError
     from kernelskill.llm.registry import make_client, no_model_message
@@ -252,6 +252,7 @@ def bench(
     if not model:
         message = no_model_message().replace("kernelskill optimize PROBLEM.py", "kernelskill bench --problems DIR")
         raise LLMError(message)
+    refuse_replay(model)
     request = BenchRequest(
         problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model, base_url=base_url,
         backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation, baseline=baseline, out=out,

@@ -85,6 +85,9 @@ def test_bench_runs_tasks_concurrently_and_isolates_failures(server, tmp_path):
     crashed = tasks["2_row_softmax"]
     assert crashed["success"] and [h["verdict"] for h in crashed["history"]] == ["crash", "correct"]
     assert crashed["verdict"] == "correct" and tasks["4_malformed"]["verdict"] is None
+    stages = tasks["1_gelu_chain"]["stage_seconds"]  # where the seconds went: 2 reviews (seed, round 1)
+    assert {"queue", "load", "compile", "verify", "time", "review_wall"} <= set(stages)
+    assert stages["review_wall"] >= stages["compile"] + stages["verify"] + stages["time"] > 0
     assert [h["branch"] for h in crashed["history"]] == ["seed", "repair"]
     for name in ("1_gelu_chain", "3_scaled_leaky_relu"):
         assert tasks[name]["success"] and tasks[name]["status"] == "finished"

@@ -70,6 +70,15 @@ class BenchEvent(BaseModel):
     total: int = 0
 
 
+def refuse_replay(model: str) -> None:
+    if model.startswith("replay:"):
+        raise KernelSkillError(
+            "bench cannot replay a transcript: a transcript holds one task's replies, and a benchmark's tasks ask "
+            "concurrently. Replay one task with `kernelskill optimize PROBLEM.py --model replay:RUN_DIR`, or point "
+            "bench at a model or a local OpenAI-compatible server"
+        )
+
+
 def apply_ablation(loop: LoopSettings, ablation: Ablation) -> LoopSettings:
     return loop.model_copy(update={
         "long_term_memory": ablation not in ("no-ltm", "no-memory"),
@@ -88,6 +97,8 @@ def run_bench(
     from kernelskill.llm.registry import make_client
     from kernelskill.review.reviewer import resolve_device
 
+    if client is None:
+        refuse_replay(request.model)
     tasks = discover(request.problems, request.levels, request.indices)
     device = resolve_device(request.review.device)
     if device == "cpu" and request.backend == "cuda":
@@ -239,26 +250,41 @@ class _Bench:
             if e.kind == "round" and e.record is not None:
                 self.on_event(BenchEvent(kind="round", task=t.name, text=_round_text(e)))
 
+        stages: dict[str, float] = {}
+
+        def reviewer(problem_path: Path, candidate, settings: ReviewSettings, log_dir: Path):
+            result = self._pooled_review(problem_path, candidate, settings, log_dir, stages)
+            for stage, seconds in (result.stage_seconds or {}).items():
+                key = "review_wall" if stage == "wall" else stage
+                stages[key] = stages.get(key, 0.0) + seconds
+            return result
+
         ctx = task_context(
             self.store, self.run_id, task_id, problem, self.client, self.request.budget, self.kb,
-            self.review_settings, self.loop, self._pooled_review, self._profiler(), on_event, self.device,
+            self.review_settings, self.loop, reviewer, self._profiler(stages), on_event, self.device,
         )
         ctx.stop = self.stop
         state = TaskRunner(ctx).run()
         state.restate_history()
         interrupted = self.stop.is_set() and state.round < self.loop.rounds and state.ended is None
-        return self._result(t, task_id, state, interrupted)
+        result = self._result(t, task_id, state, interrupted, stages)
+        result.stage_seconds = {k: round(v, 3) for k, v in sorted(stages.items())}
+        return result
 
-    def _pooled_review(self, problem: Path, candidate, settings: ReviewSettings, log_dir: Path):
+    def _pooled_review(self, problem: Path, candidate, settings: ReviewSettings, log_dir: Path,
+                       stages: dict[str, float] | None = None):
         """A review on a GPU of the pool; the worker sees only that GPU."""
         from kernelskill.review.reviewer import review
 
+        queued = time.monotonic()
         with self.pool.acquire() as env:
+            if stages is not None:
+                stages["queue"] = stages.get("queue", 0.0) + time.monotonic() - queued
             if self.reviewer is real_reviewer:
                 return review(problem, candidate, settings, log_dir=log_dir, env=env)
             return self.reviewer(problem, candidate, settings, log_dir)  # tests: a scripted reviewer
 
-    def _profiler(self):
+    def _profiler(self, stages: dict[str, float]):
         if self.device != "cuda" or not self.loop.long_term_memory or self.loop.profile == "off":
             return None
         from kernelskill.memory.profiling import ProfileSettings, find_ncu
@@ -271,15 +297,22 @@ class _Bench:
         def profile(problem: Path, candidate: Path, kb):
             from kernelskill.memory.collect import profile_candidate
 
+            queued = time.monotonic()
             with self.pool.acquire() as env:
+                start = time.monotonic()
+                stages["queue"] = stages.get("queue", 0.0) + start - queued
                 keep = self.store.run_dir / "profiles" / candidate.parent.name / candidate.stem
-                return profile_candidate(problem, candidate, kb, ProfileSettings(keep_dir=keep, env=env))
+                try:
+                    return profile_candidate(problem, candidate, kb, ProfileSettings(keep_dir=keep, env=env))
+                finally:
+                    stages["profile"] = stages.get("profile", 0.0) + time.monotonic() - start
 
         return profile
 
     # ---- results -------------------------------------------------------------------------------------------------
 
-    def _result(self, t: BenchTask, task_id: int, state: LoopState, interrupted: bool) -> TaskResult:
+    def _result(self, t: BenchTask, task_id: int, state: LoopState, interrupted: bool,
+                stages: dict[str, float]) -> TaskResult:
         totals = self.store.llm_totals(task_id)
         best = state.best
         flags: list[str] = []
@@ -296,7 +329,7 @@ class _Bench:
             rounds_to_best = rounds_to_best_of([h.model_dump(mode="json") for h in state.history])
             eager_ms = state.reference_ms()
             if self.request.baseline == "compile":
-                compile_ms, vs_compile, flags = self._compile_baseline(t, best, flags)
+                compile_ms, vs_compile, flags = self._compile_baseline(t, best, flags, stages)
         cost = totals["cost_usd"] if totals["calls"] > totals["unpriced_calls"] else None
         return TaskResult(
             name=t.name, level=t.level, index=t.index, problem=str(t.path), task_id=task_id,
@@ -308,14 +341,14 @@ class _Bench:
             tokens=totals["tokens"], cost_usd=cost, history=[h.model_dump(mode="json") for h in state.history],
         )
 
-    def _compile_baseline(self, t: BenchTask, best, flags: list[str]):
+    def _compile_baseline(self, t: BenchTask, best, flags: list[str], stages: dict[str, float]):
         """One more review of the best kernel, also timing torch.compile(Model) the same way."""
         from kernelskill.candidate import parse_candidate
 
         settings = self.review_settings.model_copy(update={"baseline": "compile"})
         log_dir = self.store.run_dir / "reviews" / _safe(t.name) / "baseline-compile"
         result = self._pooled_review(t.path, parse_candidate(best.source, self.store.run_dir / best.path), settings,
-                                     log_dir)
+                                     log_dir, stages)
         if not result.correct or result.compile_ms is None or result.candidate_ms is None:
             return None, None, flags + [f"compile_baseline_failed: {(result.error or 'no timing')[:200]}"]
         return result.compile_ms, result.compile_ms / result.candidate_ms, flags

@@ -53,6 +53,9 @@ class TaskResult(BaseModel):
     cost_usd: float | None = None
     seconds: float | None = None
     history: list[dict] = Field(default_factory=list)  # RoundRecord dicts (kernelskill.loop.state)
+    # where the task's seconds went, summed over its reviews and profiles: queue (waiting for a GPU), load, compile,
+    # verify, time, profile, and review_wall (whole reviews, worker start-up included)
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
     task_id: int | None = None  # the task's row in run.db, when known: how the report finds its tree
 
 

@@ -6,29 +6,19 @@ from __future__ import annotations
 import statistics
 
 from rich.console import Console
-from rich.status import Status
 
 from kernelskill.bench.runner import BenchEvent
+from kernelskill.loop.display import SpinnerDisplay
 from kernelskill.report.results import TaskResult
 
 
-class BenchDisplay:
+class BenchDisplay(SpinnerDisplay):
     def __init__(self, console: Console, verbose: bool = False) -> None:
-        self.console = console
+        super().__init__(console)
         self.verbose = verbose  # also print every round of every task
         self.total = 0
         self.done: dict[str, TaskResult] = {}
         self.running: set[str] = set()
-        self._status: Status | None = None
-
-    def __enter__(self) -> BenchDisplay:
-        self._status = self.console.status("starting", spinner="dots")
-        self._status.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._status is not None:
-            self._status.stop()
 
     def line(self) -> str:
         results = list(self.done.values())

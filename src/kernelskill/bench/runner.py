@@ -33,7 +33,7 @@ from kernelskill.loop.state import LoopState
 from kernelskill.problem import read_problem
 from kernelskill.report.results import BenchResults, TaskResult, build_results, rounds_to_best_of, write_results
 from kernelskill.settings import ReviewSettings
-from kernelskill.store import RunStore
+from kernelskill.store import RunStore, safe_name
 
 Ablation = Literal["none", "no-ltm", "no-stm", "no-memory"]
 
@@ -322,7 +322,7 @@ class _Bench:
             review = self.store.review_of(best.candidate_id)
             if review is not None:
                 flags = list(review.result.get("flags") or [])
-            dest = self.store.run_dir / "best" / f"{_safe(t.name)}.py"
+            dest = self.store.run_dir / "best" / f"{safe_name(t.name)}.py"
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(best.source)
             best_path = str(dest.relative_to(self.store.run_dir))
@@ -346,7 +346,7 @@ class _Bench:
         from kernelskill.candidate import parse_candidate
 
         settings = self.review_settings.model_copy(update={"baseline": "compile"})
-        log_dir = self.store.run_dir / "reviews" / _safe(t.name) / "baseline-compile"
+        log_dir = self.store.run_dir / "reviews" / safe_name(t.name) / "baseline-compile"
         result = self._pooled_review(t.path, parse_candidate(best.source, self.store.run_dir / best.path), settings,
                                      log_dir, stages)
         if not result.correct or result.compile_ms is None or result.candidate_ms is None:
@@ -371,6 +371,3 @@ def _round_text(e: Event) -> str:
 
     return round_line(e.record)
 
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)

@@ -26,14 +26,14 @@ def round_line(rec: RoundRecord) -> str:
             f"  best {_x(rec.best_speedup)}{promoted}{note}")
 
 
-class LiveDisplay:
-    """One line per finished round, and a spinner naming what runs now (the agent asked, the kernel reviewed)."""
+class SpinnerDisplay:
+    """A console with a status line that a `with` block keeps spinning; subclasses print and update it."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self._status: Status | None = None
 
-    def __enter__(self) -> LiveDisplay:
+    def __enter__(self):
         self._status = self.console.status("starting", spinner="dots")
         self._status.start()
         return self
@@ -41,6 +41,10 @@ class LiveDisplay:
     def __exit__(self, *exc) -> None:
         if self._status is not None:
             self._status.stop()
+
+
+class LiveDisplay(SpinnerDisplay):
+    """One line per finished round, and a spinner naming what runs now (the agent asked, the kernel reviewed)."""
 
     def __call__(self, event: Event) -> None:
         if event.kind == "phase":

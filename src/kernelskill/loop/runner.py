@@ -41,7 +41,7 @@ from kernelskill.memory.knowledge import KnowledgeBase
 from kernelskill.memory.policy import decide
 from kernelskill.review.results import ReviewResult
 from kernelskill.settings import ReviewSettings
-from kernelskill.store import RunStore
+from kernelskill.store import RunStore, safe_name
 
 Reviewer = Callable[[Path, "object", ReviewSettings, Path], ReviewResult]
 Profiler = Callable[[Path, Path, KnowledgeBase], Evidence]
@@ -341,7 +341,7 @@ class TaskRunner:
                 f"kernel in {'Triton (@triton.jit)' if ctx.task.backend == 'triton' else 'CUDA C++ via load_inline'}",
             )
             return KernelRef(candidate_id=row.id, label=label, path=row.path, source=source, feedback=feedback)
-        log_dir = store.run_dir / "reviews" / _safe(ctx.task.name) / label
+        log_dir = store.run_dir / "reviews" / safe_name(ctx.task.name) / label
         with ctx.review_lock:
             result = ctx.reviewer(ctx.problem_path, candidate, ctx.review_settings, log_dir)
         store.add_review(row.id, result.model_dump(mode="json"))
@@ -414,6 +414,3 @@ def _outcome_words(feedback: ReviewFeedback) -> str:
     first = (feedback.error or "").strip().splitlines()
     return f"{feedback.error_kind or 'failed'}" + (f": {first[0][:200]}" if first else "")
 
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)

@@ -6,6 +6,7 @@ starts from the last finished round exactly as if it had never stopped.
 
 from __future__ import annotations
 
+import statistics
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -83,11 +84,7 @@ class LoopState(BaseModel):
 
     def reference_ms(self) -> float | None:
         """The task's eager time: the median of every reference timing so far."""
-        if not self.ref_ms:
-            return None
-        ordered = sorted(self.ref_ms)
-        mid = len(ordered) // 2
-        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        return statistics.median(self.ref_ms) if self.ref_ms else None
 
 
 def promotion(ms: float, best: KernelRef | None, base: KernelRef | None, ref_ms: float, rt: float,

@@ -10,7 +10,7 @@ from kernelskill.store.rows import (
     RunRow,
     TaskRow,
 )
-from kernelskill.store.runstore import DB_NAME, KERNELS_DIR, RunStore
+from kernelskill.store.runstore import DB_NAME, KERNELS_DIR, RunStore, safe_name
 
 __all__ = [
     "DB_NAME",
@@ -24,4 +24,5 @@ __all__ = [
     "RunRow",
     "RunStore",
     "TaskRow",
+    "safe_name",
 ]

@@ -240,8 +240,8 @@ class RunStore:
             task = conn.execute("SELECT name FROM tasks WHERE id = ?", (task_id,)).fetchone()
             if task is None:
                 raise LookupError(f"no task with id {task_id} in {self.db_path}")
-            folder = f"{KERNELS_DIR}/{_safe_name(task['name'])}"
-            stem = _safe_name(label)
+            folder = f"{KERNELS_DIR}/{safe_name(task['name'])}"
+            stem = safe_name(label)
             path, n = f"{folder}/{stem}.py", 1
             while conn.execute("SELECT 1 FROM candidates WHERE path = ?", (path,)).fetchone():
                 n += 1
@@ -503,7 +503,7 @@ def _message(message: Any) -> dict:
     return message.model_dump(mode="json") if isinstance(message, BaseModel) else dict(message)
 
 
-def _safe_name(name: str) -> str:
+def safe_name(name: str) -> str:
     """A file name made of [A-Za-z0-9._-] that cannot climb out of its folder ('.', '..') or hide (a leading dot)."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:100]
     return "_" + safe if not safe or safe.startswith(".") else safe

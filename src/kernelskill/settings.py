@@ -63,6 +63,9 @@ class ReviewSettings(BaseModel):
     input_sets: int = Field(3, ge=3, le=16, description="distinct input sets rotated through while timing")
     reverify_above: float = Field(10.0, gt=1, description="speedups above this are re-verified and flagged")
     reverify_trials: int = Field(20, ge=1)
+    reuse_worker: bool = Field(
+        True, description="serve reviews from a warm worker process (a fresh one after any crash, hang or rejection)"
+    )
     timeouts: StageTimeouts = StageTimeouts()
     guards: Guards = Guards()
 

@@ -65,6 +65,42 @@ class Integrity:
         return sorted(name for name, obj in now.items() if id(obj) != self.expected.get(name))
 
 
+class ModuleSnapshot:
+    """Every attribute of the modules and classes that references and harnesses use, by identity.
+
+    `Integrity` guards the few functions a review's verdict rests on. A warm worker also needs the next review's
+    *reference* to be the real one: a candidate that replaced `torch.nn.functional.gelu` (by a route the static
+    checks missed) would otherwise skew every later review in the process. Attributes that appear later (lazy
+    imports) are ignored; an existing one that changed or vanished makes the process unfit for another review.
+    """
+
+    def __init__(self) -> None:
+        self.expected = {name: self._ids(obj) for name, obj in self._targets().items()}
+
+    @staticmethod
+    def _targets() -> dict[str, object]:
+        import builtins
+        import math
+        import random
+
+        import torch.nn.functional as F
+
+        return {"torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor, "torch.nn.Module": torch.nn.Module,
+                "torch.cuda": torch.cuda, "torch.linalg": torch.linalg, "torch.fft": torch.fft, "torch.special": torch.special,
+                "builtins": builtins, "math": math, "time": time, "random": random, "threading": threading}
+
+    @staticmethod
+    def _ids(obj) -> dict[str, int]:
+        return {k: id(v) for k, v in list(vars(obj).items())}
+
+    def changed(self) -> list[str]:
+        out = []
+        for name, obj in self._targets().items():
+            now = self._ids(obj)
+            out += [f"{name}.{k}" for k, v in self.expected[name].items() if now.get(k) != v]
+        return sorted(out)
+
+
 def poison_free_cuda_memory(device: torch.device) -> int:
     """Fill every free block that the caching allocator holds with 0xFF bytes (NaN for floats, -1 for ints).
 

@@ -103,7 +103,7 @@ def review(
     }
     start = time.perf_counter()
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
-                         clean_environment(env, interpret=device == "cpu"))
+                         clean_environment(env, interpret=device == "cpu"), reuse=settings.reuse_worker)
     return _compose(base, outcome, settings, log_path, time.perf_counter() - start)
 
 
@@ -136,7 +136,7 @@ def _compose(base: dict, outcome, settings: ReviewSettings, log_path: Path, wall
         verify=VerifyResult(**data["verify"]) if data.get("verify") else None,
         timing=TimingResult(**data["timing"]) if data.get("timing") else None,
         kernels=KernelUsage(**data["kernels"]) if data.get("kernels") else None,
-        stage_seconds={**outcome.stage_seconds, "wall": round(wall, 3)},
+        stage_seconds={"start": 0.0, **outcome.stage_seconds, "wall": round(wall, 3)},  # start: worker start-up
         log=trim_log(log_text) or None,
         log_path=str(log_path),
     )

@@ -1,10 +1,11 @@
-"""The review worker: one process per review, started by `sandbox.run_worker`.
+"""The review worker: a process started by `sandbox.WorkerPool` that serves one review after another.
 
-It reads a request (JSON) on stdin, runs the stages load → compile → verify → time, and reports progress and
-results as JSON lines on the file descriptor named by argv[1]; the candidate's own prints go to stdout/stderr,
-which the parent keeps as the log. It announces each stage before starting it, so the parent can enforce a time
-limit per stage and knows which stage a crash or a hang happened in. Torch is imported only after the first
-announcement, so even a slow import is inside a limit.
+At start it imports torch, sets up the device and takes its guards' snapshots (`Session`), then says it is ready.
+It reads requests (one JSON line each) on stdin, runs the stages load → compile → verify → time for each, and reports
+progress and results as JSON lines on the file descriptor named by argv[1]; the candidate's own prints go to
+stdout/stderr, which point at each review's log file. It announces each stage before starting it, so the parent can
+enforce a time limit per stage and knows which stage a crash or a hang happened in. After each review it says
+whether it is still fit to serve another: the harness's functions untouched and no thread left behind.
 """
 
 from __future__ import annotations
@@ -49,10 +50,79 @@ def _is_cuda_fatal(exc: BaseException) -> bool:
     return "AcceleratorError" in text or "CUDA error" in text or "illegal memory access" in text or "cudaError" in text
 
 
+class Session:
+    """What a worker process sets up once and every review shares: torch, the device, the guards' snapshots.
+
+    The snapshots are taken before any candidate code runs in the process; after each review `fit()` says whether
+    the process is still as it was (the same harness functions, no extra threads).
+    """
+
+    def __init__(self, device: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.device_type = device
+        if device == "cuda":
+            if not torch.cuda.is_available():
+                raise RuntimeError("no CUDA device is visible in the worker")
+            self.device = torch.device("cuda", 0)
+            torch.cuda.set_device(self.device)
+            self.device_name = torch.cuda.get_device_name(self.device)
+            self.capability = "%d.%d" % torch.cuda.get_device_capability(self.device)
+        else:
+            self.device = torch.device("cpu")
+            self.device_name, self.capability = "cpu", None
+        import torch._dynamo  # noqa: F401  (it re-wraps torch.manual_seed on import: let that happen before the snapshot)
+        import torch.utils.cpp_extension as cpp_extension
+
+        from kernelskill.review import cuda_check
+        from kernelskill.review.guards import Integrity, KernelTracker, ModuleSnapshot
+
+        # CUDA extensions: on a GPU the content-addressed fast builder, on CPU a compile check (nothing can run)
+        if device == "cpu":
+            cpp_extension.load_inline = cuda_check.checking_load_inline
+        else:
+            from kernelskill.review import cuda_build
+
+            cpp_extension.load_inline = cuda_build.load_inline
+        self.tracker = KernelTracker()
+        self.tracker.install()
+        self.integrity = Integrity()  # before any candidate code runs
+        self.snapshot = ModuleSnapshot()
+        self.threads = set(threading.enumerate())
+
+    def fit(self) -> list[str]:
+        """Why this process should not serve another review (empty: it may)."""
+        problems = [f"replaced harness function {name}" for name in self.integrity.tampered()]
+        changed = self.snapshot.changed()
+        if changed:
+            problems.append(f"{len(changed)} torch/stdlib attribute(s) replaced: {', '.join(changed[:8])}")
+        left = [t.name for t in threading.enumerate() if t not in self.threads and t.is_alive()]
+        if left:
+            problems.append(f"threads left running: {left}")
+        return problems
+
+    def clean_up(self) -> None:
+        """Drop one review's modules and memory so the next review starts from the same state."""
+        import gc
+
+        for name in ("kernelskill_candidate", "kernelskill_problem"):
+            sys.modules.pop(name, None)
+        gc.collect()
+        if self.device_type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+            self.torch.cuda.empty_cache()
+
+
 class Worker:
-    def __init__(self, request: dict, channel: Channel) -> None:
+    def __init__(self, request: dict, channel: Channel, session: Session) -> None:
         self.req = request
         self.ch = channel
+        self.session = session
+        self.torch = session.torch
+        self.device = session.device
+        self.tracker = session.tracker
+        self.integrity = session.integrity
         self.settings = request["settings"]
         self.guards = self.settings["guards"]
         self.stage_name = "load"
@@ -138,28 +208,15 @@ class Worker:
     # stages -------------------------------------------------------------------------------------------------
     def load(self) -> None:
         self.stage("load")
-        import torch
-
         from kernelskill.problem import Problem, call_entry, instantiate_problem
-        from kernelskill.review.guards import Integrity, KernelTracker
 
-        self.torch = torch
+        torch = self.torch
         req = self.req
-        if req["device"] == "cuda":
-            if not torch.cuda.is_available():
-                raise self.fail("crash", "no CUDA device is visible in the worker")
-            self.device = torch.device("cuda", 0)
-            torch.cuda.set_device(self.device)
-            name = torch.cuda.get_device_name(self.device)
-        else:
-            self.device = torch.device("cpu")
-            name = "cpu (Triton interpreter)" if req["backend"] == "triton" else "cpu"
+        name = self.session.device_name
+        if self.device.type == "cpu" and req["backend"] == "triton":
+            name = "cpu (Triton interpreter)"
         self.update(device_name=name)
-        import torch._dynamo  # noqa: F401  (it re-wraps torch.manual_seed on import: let that happen before the snapshot)
-
-        self.tracker = KernelTracker()
-        self.tracker.install()
-        self.integrity = Integrity()  # before any candidate code runs
+        self.tracker.launches.clear()
 
         self.problem = Problem(path=Path(req["problem_path"]), source=req["problem_source"], name=Path(req["problem_path"]).stem)
         try:
@@ -196,10 +253,7 @@ class Worker:
         self.cand_file = req["candidate_path"] or "<candidate>"
         start = time.perf_counter()
         checked_only = req["backend"] == "cuda" and self.device.type == "cpu"
-        if checked_only:
-            import torch.utils.cpp_extension as cpp_extension
-
-            cpp_extension.load_inline = cuda_check.checking_load_inline
+        cuda_check.checking_load_inline.calls.clear()
         threads = set(threading.enumerate())
         try:
             module = load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
@@ -576,24 +630,67 @@ def _bind_to_parent(parent: int) -> None:
         os._exit(1)
 
 
-def main() -> None:
-    _bind_to_parent(int(sys.argv[2]))
-    channel = Channel(int(sys.argv[1]))
-    request = json.loads(sys.stdin.read())
-    worker = Worker(request, channel)
+def _log_to(path: str) -> None:
+    """Point stdout and stderr (ours, the candidate's, compilers') at this review's log file."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def serve(channel: Channel, session: Session, request: dict) -> None:
+    """One review, start to end; always ends with a "done" message saying whether this process may serve again."""
+    _log_to(request["log_path"])
+    worker = Worker(request, channel, session)
+    kind = None
     try:
         worker.run()
     except Verdict as verdict:
+        kind = verdict.kind
         channel.send(type="verdict", stage=verdict.stage, kind=verdict.kind, error=verdict.error, **verdict.extra)
         if hasattr(worker, "flags"):
             channel.send(type="update", data={"flags": sorted(worker.flags)})
     except BaseException as exc:  # a bug in the harness, or something the candidate broke in it: report, never hide
+        kind = "crash"
         traceback.print_exc()
         channel.send(type="verdict", stage=worker.stage_name, kind="crash",
                      error=f"review worker error in stage {worker.stage_name}: {type(exc).__name__}: {exc}")
-    channel.send(type="done")
+    unfit = ["the review ended in a crash"] if kind == "crash" else []
+    try:
+        del worker
+        session.clean_up()
+        unfit += session.fit()
+    except BaseException as exc:  # noqa: BLE001 - a process that cannot clean up is not used again
+        unfit.append(f"clean-up failed: {type(exc).__name__}: {exc}")
     sys.stdout.flush()
     sys.stderr.flush()
+    channel.send(type="done", reusable=not unfit, unfit=unfit)
+
+
+def main() -> None:
+    _bind_to_parent(int(sys.argv[2]))
+    channel = Channel(int(sys.argv[1]))
+    device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+    start = time.perf_counter()
+    try:
+        session = Session(device)
+    except BaseException as exc:  # the first request gets the reason as its verdict
+        traceback.print_exc()
+        request = json.loads(sys.stdin.readline() or "{}")
+        if request.get("log_path"):
+            _log_to(request["log_path"])
+            traceback.print_exception(exc)
+        channel.send(type="stage", stage="load")
+        channel.send(type="verdict", stage="load", kind="crash", error=f"the review worker could not start: {type(exc).__name__}: {exc}")
+        channel.send(type="done", reusable=False, unfit=["start-up failed"])
+        os._exit(0)
+    channel.send(type="ready", seconds=round(time.perf_counter() - start, 3), device_name=session.device_name,
+                 capability=session.capability)
+    for line in sys.stdin:  # the parent closes stdin (or dies) to end us
+        if line.strip():
+            serve(channel, session, json.loads(line))
     os._exit(0)  # skip interpreter teardown: a candidate's broken state must not turn a verdict into a crash
 
 

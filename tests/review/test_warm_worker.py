@@ -1,0 +1,62 @@
+"""Warm review workers: one process serves review after review, and is replaced whenever it may not be clean."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_review
+
+P01 = "problems/p01_pointwise_gelu_chain.py"
+OK = "candidates/p01_pointwise_gelu_chain/triton_ok.py"
+
+
+@pytest.fixture
+def pool():
+    from kernelskill.review.sandbox import POOL
+
+    POOL.close()  # start from no idle worker
+    yield POOL
+    POOL.close()
+
+
+def test_a_warm_worker_serves_the_next_review(tmp_path, pool):
+    first = run_review(P01, OK, tmp_path / "a")
+    assert first.correct and first.stage_seconds["start"] > 0  # a fresh worker: Python, torch and the device set up
+    idle = pool.idle_pids()
+    assert len(idle) == 1
+    wrong = run_review(P01, "candidates/broken/wrong_result.py", tmp_path / "b")
+    assert wrong.error_kind == "mismatch" and wrong.stage_seconds["start"] == 0.0
+    again = run_review(P01, OK, tmp_path / "c")
+    assert again.correct and again.stage_seconds["start"] == 0.0
+    assert pool.idle_pids() == idle  # the same process served all three
+    assert again.stage_seconds["wall"] < first.stage_seconds["wall"]
+
+
+def test_a_crash_or_rejection_retires_the_worker(tmp_path, pool):
+    run_review(P01, OK, tmp_path / "a")
+    (warm,) = pool.idle_pids()
+    crashed = run_review(P01, "candidates/broken/crash.py", tmp_path / "b")
+    assert crashed.error_kind == "crash" and pool.idle_pids() == []
+    after = run_review(P01, OK, tmp_path / "c")
+    assert after.correct and after.stage_seconds["start"] > 0 and pool.idle_pids() != [warm]
+    (second,) = pool.idle_pids()
+    rejected = run_review(P01, "cheats/patch_hidden.py", tmp_path / "d")
+    assert rejected.error_kind == "rejected" and second not in pool.idle_pids()
+
+
+def test_a_candidate_that_changed_torch_does_not_leave_it_changed_for_the_next(tmp_path, pool):
+    """With static checks off, a candidate halves F.gelu; the next review must still see the real reference."""
+    cheat = run_review(P01, "cheats/patch_reference_op.py", tmp_path / "a",
+                       guards={"static_checks": False})
+    assert not cheat.correct
+    honest = run_review(P01, OK, tmp_path / "b")
+    assert honest.correct, honest.error
+    assert honest.stage_seconds["start"] > 0  # in a fresh worker
+    assert "torch.nn.functional.gelu" in Path(cheat.log_path).read_text()  # the log says why the worker was retired
+
+
+def test_reuse_can_be_turned_off(tmp_path, pool):
+    run_review(P01, OK, tmp_path / "a", reuse_worker=False)
+    assert pool.idle_pids() == []

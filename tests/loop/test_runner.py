@@ -16,13 +16,13 @@ from kernelskill.store import RunStore
 from .helpers import PROBLEM, AgentScript, FakeReviewer, Unavailable, diagnosis, features, kernel, plan
 
 
-def run(tmp_path, client, *, rounds=0, seeds=3, resume=False, budget=None, profiler=None, **loop):
+def run(tmp_path, client, *, rounds=0, seeds=3, resume=False, budget=None, profiler=None, prebuild=None, **loop):
     request = OptimizeRequest(
         problem=PROBLEM, model="script:", out=tmp_path / "run", resume=resume,
         loop=LoopSettings(seeds=seeds, rounds=rounds, profile="off", **{"parallel_seeds": False, **loop}),
         review=ReviewSettings(device="cpu"), budget=budget or Budget(),
     )
-    return optimize(request, client=client, reviewer=FakeReviewer(), profiler=profiler)
+    return optimize(request, client=client, reviewer=FakeReviewer(), profiler=profiler, prebuild=prebuild)
 
 
 def test_best_seed_becomes_base_and_promotion_rule(tmp_path):
@@ -212,3 +212,33 @@ def test_profile_of_each_base_is_stored_and_used_once(tmp_path):
         seed = next(c for c in store.candidates(task.id) if c.label == "seed-1")
         assert store.profile_of(seed.id).evidence["ncu_note"] == "scripted profiler: no ncu here"
         assert all(d.decision["ncu_status"] == "failed" for d in store.decisions(task.id))
+
+
+def test_prebuild_runs_before_the_review_and_a_build_failure_needs_no_device(tmp_path):
+    """A CUDA candidate is built before it waits for the device; one that does not compile is never reviewed."""
+    from kernelskill.review.results import CompileResult, ReviewResult
+    from kernelskill.review.reviewer import Prebuilt
+
+    built = []
+
+    def prebuild(problem, candidate, settings, log_dir):
+        built.append(candidate.filename)
+        if "prebuild-fails" not in candidate.source:
+            return Prebuilt(seconds=2.5)
+        return Prebuilt(seconds=1.5, result=ReviewResult(
+            device="cuda", backend="triton", compiled=False, correct=False, stage="compile", error_kind="compile_error",
+            error="cuda.cu:7: error: identifier x is undefined", stage_seconds={"compile": 1.5},
+            compile=CompileResult(ok=False, backend="triton", errors="cuda.cu:7: error")))
+
+    failing = kernel("correct", 3.0).replace("```python\n", "```python\n# prebuild-fails\n", 1)
+    client = AgentScript(generator=[kernel("correct", 1.0), failing])
+    s = run(tmp_path, client, seeds=2, prebuild=prebuild)
+    assert len(built) == 2
+    assert [r.verdict for r in s.history] == ["correct", "compile_error"]  # not the 3.0x the reviewer would say
+    with RunStore.open(tmp_path / "run") as store:
+        task = store.tasks(store.latest_run().id)[0]
+        reviews = [store.review_of(c.id) for c in store.candidates(task.id)]
+        assert reviews[0].stage_seconds["prebuild"] == 2.5 and "queue" in reviews[0].stage_seconds
+        assert reviews[1].stage_seconds == {"compile": 1.5, "prebuild": 1.5}
+        assert store.stage_totals(task.id)["prebuild"] == 4.0
+    assert s.stage_seconds["prebuild"] == 4.0

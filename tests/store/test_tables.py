@@ -216,6 +216,25 @@ def test_profiles_round_trip(store, task):
                                                                                       "dram_pct": 91.5}]})
 
 
+def test_stage_totals_sum_reviews_and_profiles_of_the_task_only(store, task):
+    run_id, task_id = task
+    other = store.add_task(run_id, "20_LeakyReLU", "problems/20.py", PROBLEM)
+    a = store.add_candidate(task_id, None, "seed_0", "src a", origin="seed")
+    b = store.add_candidate(task_id, None, "seed_1", "src b", origin="seed")
+    c = store.add_candidate(other, None, "seed_0", "src c", origin="seed")
+    store.add_review(a.id, {"correct": True, "compiled": True,
+                            "stage_seconds": {"queue": 1.0, "start": 4.0, "compile": 0.5, "verify": 1.0, "wall": 6.0}})
+    store.add_review(b.id, {"correct": False, "compiled": True,
+                            "stage_seconds": {"queue": 0.5, "prebuild": 3.0, "compile": 0.25, "wall": 1.0}})
+    store.add_review(c.id, {"correct": True, "compiled": True, "stage_seconds": {"verify": 100.0}})
+    store.add_profile(a.id, {"ncu": None}, seconds=7.5)
+    store.add_profile(a.id, {"ncu": None})  # no seconds recorded: not counted
+    store.add_profile(c.id, {"ncu": None}, seconds=50.0)
+    assert store.stage_totals(task_id) == {"compile": 0.75, "prebuild": 3.0, "profile": 7.5, "queue": 1.5,
+                                           "review_wall": 7.0, "start": 4.0, "verify": 1.0}
+    assert store.profile_of(a.id).seconds is None and store.stage_totals(other) == {"profile": 50.0, "verify": 100.0}
+
+
 def test_decisions_are_found_through_their_round_or_candidate(store, task):
     run_id, task_id = task
     round_id = store.start_round(task_id, 1, "optimize")

@@ -81,4 +81,15 @@ def print_summary(summary, console: Console) -> None:
     if summary.transcript:
         table.add_row("replay with", f"--model replay:{summary.transcript}")
     table.add_row("time", f"{summary.seconds:.0f} s")
+    if summary.stage_seconds:
+        table.add_row("evaluation", stage_line(summary.stage_seconds))
     console.print(table)
+
+
+STAGE_ORDER = ("queue", "prebuild", "start", "load", "inputs", "compile", "verify", "time", "profile", "review_wall")
+
+
+def stage_line(stages: dict[str, float]) -> str:
+    """Where evaluation seconds went, in pipeline order: "queue 0.0 s · start 4.1 s · compile 0.3 s …"."""
+    keys = [k for k in STAGE_ORDER if k in stages] + sorted(k for k in stages if k not in STAGE_ORDER)
+    return " · ".join(f"{k} {stages[k]:.1f} s" for k in keys)

@@ -70,6 +70,7 @@ class OptimizeSummary(BaseModel):
     rounds: int
     long_term_memory: bool
     short_term_memory: bool
+    stage_seconds: dict[str, float] = {}  # evaluation seconds by stage, summed over the task (see RunStore.stage_totals)
     history: list[RoundRecord] = Field(default_factory=list)
     seconds: float
 
@@ -84,9 +85,11 @@ def optimize(
     client: LLMClient | None = None,
     reviewer: Reviewer | None = None,
     profiler: Profiler | None | str = "default",
+    prebuild: Callable | None | str = "default",
     on_event: Callable[[Event], None] = lambda e: None,
 ) -> OptimizeSummary:
-    """Run (or resume) the loop on one problem. `client`, `reviewer` and `profiler` replace the real ones in tests."""
+    """Run (or resume) the loop on one problem. `client`, `reviewer`, `profiler` and `prebuild` replace the real
+    ones in tests."""
     from kernelskill.llm.registry import make_client
     from kernelskill.review.reviewer import resolve_device
 
@@ -128,6 +131,7 @@ def optimize(
         ctx = task_context(
             store, run_id, task_id, problem, client, request.budget, kb, review_settings, loop_settings,
             reviewer or real_reviewer, profiler, on_event, device,
+            prebuild=(real_prebuild if reviewer is None and device == "cuda" else None) if prebuild == "default" else prebuild,
         )
         try:
             state = TaskRunner(ctx).run()
@@ -145,7 +149,7 @@ def optimize(
 def task_context(
     store: RunStore, run_id: int, task_id: int, problem, client: LLMClient, budget: Budget, kb,
     review_settings: ReviewSettings, loop_settings: LoopSettings, reviewer: Reviewer, profiler: Profiler | None,
-    on_event: Callable[[Event], None], device: str, review_lock=None,
+    on_event: Callable[[Event], None], device: str, review_lock=None, prebuild=None,
 ) -> TaskContext:
     """Everything one task runs against: its own budget and ledger (counting what a resumed task already spent),
     an agent team whose every call is recorded in the store, and the shared reviewer and profiler."""
@@ -173,7 +177,8 @@ def task_context(
     return TaskContext(
         store=store, run_id=run_id, task_id=task_id, problem_path=problem.path, task=task,
         team=Team(metered, on_call=record), kb=kb, review_settings=review_settings, settings=loop_settings,
-        reviewer=reviewer, profiler=profiler, on_event=on_event, replayed=isinstance(client, ReplayClient), **extra,
+        reviewer=reviewer, profiler=profiler, on_event=on_event, replayed=isinstance(client, ReplayClient),
+        prebuild=prebuild, **extra,
     )
 
 
@@ -241,6 +246,7 @@ def _finish(store: RunStore, run_id: int, task_id: int, state: LoopState, reques
         run_dir=str(run_dir), store=str(store.db_path), transcript=str(transcript) if n else None,
         seeds=loop.seeds, rounds=loop.rounds, long_term_memory=loop.long_term_memory,
         short_term_memory=loop.short_term_memory, history=state.history, seconds=round(seconds, 1),
+        stage_seconds=store.stage_totals(task_id),
     )
     (run_dir / "summary.json").write_text(summary.model_dump_json(indent=2))
     store.set_task_status(task_id, "finished", reason=state.ended, summary=summary.model_dump(mode="json",
@@ -253,6 +259,12 @@ def real_reviewer(problem: Path, candidate, settings: ReviewSettings, log_dir: P
     from kernelskill.review.reviewer import review
 
     return review(problem, candidate, settings, log_dir=log_dir)
+
+
+def real_prebuild(problem: Path, candidate, settings: ReviewSettings, log_dir: Path):
+    from kernelskill.review.reviewer import prebuild
+
+    return prebuild(problem, candidate, settings, log_dir=log_dir)
 
 
 def default_profiler(loop: LoopSettings, device: str, run_dir: Path) -> Profiler | None:

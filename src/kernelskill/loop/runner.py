@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ class TaskContext:
     settings: LoopSettings
     reviewer: Reviewer
     profiler: Profiler | None = None  # None: no profiling (CPU, or switched off)
+    # builds a CUDA candidate on CPU cores before it waits for the device, so builds overlap other evaluations
+    prebuild: Callable | None = None
     on_event: Callable[[Event], None] = lambda e: None
     replayed: bool = False  # the model replays a transcript: seeds are asked one after another, in order
     review_lock: threading.Lock = field(default_factory=threading.Lock)  # one evaluation on the device at a time
@@ -342,8 +345,17 @@ class TaskRunner:
             )
             return KernelRef(candidate_id=row.id, label=label, path=row.path, source=source, feedback=feedback)
         log_dir = store.run_dir / "reviews" / safe_name(ctx.task.name) / label
-        with ctx.review_lock:
-            result = ctx.reviewer(ctx.problem_path, candidate, ctx.review_settings, log_dir)
+        built = ctx.prebuild(ctx.problem_path, candidate, ctx.review_settings, log_dir) if ctx.prebuild else None
+        if built is not None and built.result is not None:  # it does not compile: no need to wait for the device
+            result = built.result
+        else:
+            queued = time.monotonic()
+            with ctx.review_lock:
+                waited = time.monotonic() - queued
+                result = ctx.reviewer(ctx.problem_path, candidate, ctx.review_settings, log_dir)
+            result.stage_seconds["queue"] = round(result.stage_seconds.get("queue", 0.0) + waited, 3)
+        if built is not None:
+            result.stage_seconds["prebuild"] = built.seconds
         store.add_review(row.id, result.model_dump(mode="json"))
         if result.ref_ms is not None:
             with self._history_lock:
@@ -372,8 +384,10 @@ class TaskRunner:
         if ctx.profiler is not None and key not in self._evidence:
             ctx.on_event(Event("phase", f"round {i}: profiling {base.label}"))
             with ctx.review_lock:
+                started = time.monotonic()
                 self._evidence[key] = ctx.profiler(ctx.problem_path, ctx.store.run_dir / base.path, kb)
-            ctx.store.add_profile(base.candidate_id, self._evidence[key].model_dump(mode="json"))
+                seconds = round(time.monotonic() - started, 3)
+            ctx.store.add_profile(base.candidate_id, self._evidence[key].model_dump(mode="json"), seconds=seconds)
         evidence = self._evidence.get(key)
         features = extract_features(kb.code_features, build_view(base.source, base.path), judge)
         if evidence is None:

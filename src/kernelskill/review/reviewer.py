@@ -7,9 +7,13 @@ problem file, asking for a GPU that is not there).
 
 from __future__ import annotations
 
+import functools
+import os
 import secrets
+import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernelskill.candidate import Candidate
@@ -88,7 +92,15 @@ def review(
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kernelskill-review-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "worker.log"
-    request = {
+    request = _request(problem, candidate, settings, device, backend)
+    start = time.perf_counter()
+    outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
+                         clean_environment(env, interpret=device == "cpu"), reuse=settings.reuse_worker)
+    return _compose(base, outcome, settings, log_path, time.perf_counter() - start)
+
+
+def _request(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str) -> dict:
+    return {
         "problem_path": str(problem.path),
         "problem_source": problem.source,
         "candidate_path": candidate.filename if candidate.path else None,
@@ -101,10 +113,72 @@ def review(
         "settings": settings.model_dump(mode="json"),
         "seeds": _seeds(settings),
     }
+
+
+@dataclass
+class Prebuilt:
+    """A CUDA candidate built ahead of its review. `result` is set when its sources do not compile: that verdict
+    needs no GPU."""
+
+    seconds: float
+    result: ReviewResult | None = None
+
+
+def prebuild(
+    problem: Problem | str | Path,
+    candidate: Candidate,
+    settings: ReviewSettings | None = None,
+    log_dir: Path | None = None,
+) -> Prebuilt | None:
+    """Build a CUDA candidate's extensions into the shared build cache on CPU cores, in a worker that sees no GPU.
+
+    Called before a review waits for its GPU, so the next candidates build while the GPU times the current one; the
+    review then finds the build cached. Returns None when there is nothing to build ahead (a Triton candidate, no
+    GPU to build for, a candidate the static checks will reject), and the compile failure when the sources do not
+    compile. A build that needs the module at import time is left to the review.
+    """
+    settings = settings or ReviewSettings()
+    backend = settings.backend or candidate.backend
+    if backend != "cuda" or candidate.syntax_error or resolve_device(settings.device) != "cuda":
+        return None
+    if settings.guards.static_checks and static_checks(candidate.source, candidate.filename):
+        return None
+    arch = gpu_arch()
+    if arch is None:
+        return None
+    if not isinstance(problem, Problem):
+        problem = read_problem(problem)
+    log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kernelskill-review-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / "prebuild.log"
+    request = {**_request(problem, candidate, settings, "cpu", backend), "mode": "build", "arch": arch}
     start = time.perf_counter()
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
-                         clean_environment(env, interpret=device == "cpu"), reuse=settings.reuse_worker)
-    return _compose(base, outcome, settings, log_path, time.perf_counter() - start)
+                         clean_environment({"CUDA_VISIBLE_DEVICES": ""}), reuse=settings.reuse_worker)
+    seconds = round(time.perf_counter() - start, 3)
+    verdict = next((m for m in outcome.messages if m["type"] == "verdict"), None)
+    if verdict is None or verdict["kind"] != "compile_error":
+        return Prebuilt(seconds)
+    base = dict(device="cuda", backend=backend, problem=str(problem.path), candidate=candidate.filename,
+                settings=settings.model_dump(mode="json", exclude={"timeouts"}), compiled=False, correct=False)
+    result = _compose(base, outcome, settings, log_path, seconds)
+    result.stage_seconds = {"compile": outcome.stage_seconds.get("compile", seconds)}
+    return Prebuilt(seconds, result)
+
+
+@functools.cache
+def gpu_arch() -> str | None:
+    """The compute capability to build for ("9.0"), without creating a CUDA context in this process."""
+    listed = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(";", " ").split()
+    if len(listed) == 1:
+        return listed[0].replace("+PTX", "")
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    caps = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return caps[0] if out.returncode == 0 and caps else None
 
 
 def _compose(base: dict, outcome, settings: ReviewSettings, log_path: Path, wall: float) -> ReviewResult:

@@ -127,6 +127,7 @@ class Worker:
         self.guards = self.settings["guards"]
         self.stage_name = "load"
         self.rng = random.Random(request["seeds"]["order"])
+        self.inputs_s = 0.0
 
     # plumbing -------------------------------------------------------------------------------------------------
     def stage(self, name: str) -> None:
@@ -166,10 +167,13 @@ class Worker:
         """Inputs from get_inputs() under `seed`, on the device; the RNG is re-seeded after so it reveals nothing."""
         from kernelskill.problem import call_entry
 
+        start = time.perf_counter()
         self.torch.manual_seed(seed)
         values = call_entry(self.problem, self.loaded.get_inputs, "get_inputs")
         self.torch.manual_seed(random.SystemRandom().getrandbits(63))
-        return [v.to(self.device) if isinstance(v, self.torch.Tensor) else v for v in values]
+        values = [v.to(self.device) if isinstance(v, self.torch.Tensor) else v for v in values]
+        self.inputs_s += time.perf_counter() - start  # the problem's own cost, inside the stages' seconds
+        return values
 
     def copy_args(self, args: list) -> list:
         return [a.clone() if isinstance(a, self.torch.Tensor) else a for a in args]
@@ -544,7 +548,48 @@ class Worker:
         self.flags.add(f"speedup_over_{self.settings['reverify_above']:g}x_reverified")
         self.update(flags=sorted(self.flags))
 
+    def build_only(self) -> None:
+        """Prebuild (no GPU here): run the candidate's module code with load_inline building into the shared cache.
+
+        The extensions it returns cannot run (nothing is loaded); module code that calls them at import time ends
+        the prebuild early, and the review on the GPU builds what is left.
+        """
+        self.stage("compile")
+        import torch.utils.cpp_extension as cpp_extension
+
+        from kernelskill.problem import load_module
+        from kernelskill.review import cuda_build, cuda_check
+
+        req = self.req
+        self.cand_file = req["candidate_path"] or "<candidate>"
+        builds = []
+
+        def building_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                                 extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, **_ignored):
+            built = cuda_build.build_inline(name, cpp_sources, cuda_sources, functions, extra_cflags=extra_cflags,
+                                            extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                                            extra_include_paths=extra_include_paths, arch=req["arch"])
+            builds.append({"name": name, "cache_hit": built.cache_hit, "seconds": round(built.seconds, 3),
+                           "steps": built.steps})
+            return cuda_check.NotRunnable(name)
+
+        saved = cpp_extension.load_inline
+        cpp_extension.load_inline = building_load_inline
+        try:
+            load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
+        except cuda_check.CudaCompileError as exc:
+            raise self.fail("compile_error", str(exc), compile_errors=exc.log)
+        except Exception as exc:  # noqa: BLE001 - not a verdict: the review runs the module for real
+            self.update(prebuild_stopped=_short_traceback(exc, self.cand_file))
+        finally:
+            cpp_extension.load_inline = saved
+        self.update(prebuild=builds)
+        self.end_stage()
+
     def run(self) -> None:
+        if self.req.get("mode") == "build":
+            self.build_only()
+            return
         self.load()
         self.compile()
         if self.req["backend"] == "cuda" and self.device.type == "cpu":
@@ -657,6 +702,8 @@ def serve(channel: Channel, session: Session, request: dict) -> None:
         traceback.print_exc()
         channel.send(type="verdict", stage=worker.stage_name, kind="crash",
                      error=f"review worker error in stage {worker.stage_name}: {type(exc).__name__}: {exc}")
+    if worker.inputs_s:
+        channel.send(type="stage_seconds", stage="inputs", seconds=round(worker.inputs_s, 3))
     unfit = ["the review ended in a crash"] if kind == "crash" else []
     try:
         del worker

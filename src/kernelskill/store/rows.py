@@ -97,6 +97,7 @@ class ProfileRow(_Row):
     candidate_id: int
     evidence: dict
     created_at: datetime
+    seconds: float | None = None
 
 
 class DecisionRow(_Row):

@@ -281,11 +281,11 @@ class RunStore:
         return self._first(ReviewRow, "SELECT * FROM reviews WHERE candidate_id = ? ORDER BY id DESC LIMIT 1",
                            (candidate_id,))
 
-    def add_profile(self, candidate_id: int, evidence: dict) -> int:
+    def add_profile(self, candidate_id: int, evidence: dict, seconds: float | None = None) -> int:
         with self._write() as conn:
             return conn.execute(
-                "INSERT INTO profiles (candidate_id, evidence_json, created_at) VALUES (?, ?, ?)",
-                (candidate_id, _dumps(evidence), _now()),
+                "INSERT INTO profiles (candidate_id, evidence_json, created_at, seconds) VALUES (?, ?, ?, ?)",
+                (candidate_id, _dumps(evidence), _now(), seconds),
             ).lastrowid
 
     def profile_of(self, candidate_id: int) -> ProfileRow | None:
@@ -371,6 +371,25 @@ class RunStore:
             "failed_calls": row["failed_calls"],
             "estimated_calls": row["estimated_calls"],
         }
+
+    def stage_totals(self, task_id: int) -> dict[str, float]:
+        """Where the task's evaluation seconds went: the reviews' stages summed (queue, prebuild, start, load,
+        compile, verify, time, and their wall clock as review_wall) plus the profiles' seconds as profile."""
+        totals: dict[str, float] = {}
+        with self._read() as conn:
+            reviews = conn.execute(
+                "SELECT r.stage_seconds_json FROM reviews r JOIN candidates c ON c.id = r.candidate_id "
+                "WHERE c.task_id = ?", (task_id,)).fetchall()
+            profile_s = conn.execute(
+                "SELECT COALESCE(SUM(p.seconds), 0), COUNT(p.seconds) FROM profiles p "
+                "JOIN candidates c ON c.id = p.candidate_id WHERE c.task_id = ?", (task_id,)).fetchone()
+        for (text,) in reviews:
+            for stage, seconds in json.loads(text or "{}").items():
+                key = "review_wall" if stage == "wall" else stage
+                totals[key] = totals.get(key, 0.0) + float(seconds)
+        if profile_s[1]:
+            totals["profile"] = float(profile_s[0])
+        return {k: round(v, 3) for k, v in sorted(totals.items())}
 
     def export_transcript(self, task_id: int, path: Path) -> int:
         """Write the task's answered calls as a replay transcript (JSON Lines, read by `replay:PATH`); return how

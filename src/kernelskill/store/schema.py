@@ -138,6 +138,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX llm_calls_run ON llm_calls (run_id);
     CREATE INDEX llm_calls_task ON llm_calls (task_id, round_idx, slot);
     """,
+    # 2: how long each profile took, so a run's seconds can be told apart by stage (queue, compile, verify, time,
+    # profile); the reviews' stage seconds are in reviews.stage_seconds_json.
+    """
+    ALTER TABLE profiles ADD COLUMN seconds REAL;
+    """,
 ]
 
 

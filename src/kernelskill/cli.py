@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from kernelskill.errors import KernelSkillError
 
@@ -194,6 +195,7 @@ def optimize(
         "  kernelskill bench --problems my_problems/ --model openai/qwen --base-url http://127.0.0.1:8000/v1 "
         "--ablation no-ltm --out runs/no-ltm\n\n"
         "  kernelskill bench ... --out runs/x --resume   (after a crash or Ctrl-C: finished tasks are skipped)\n\n"
+        "  kernelskill bench ... --ray auto   (evaluations on the Ray cluster `ray start --head` started here)\n\n"
         "Then: kernelskill report RUN_DIR. Exit codes: 0 the run finished (whatever the tasks' verdicts), 2 bad "
         "input, 7 no usable model, 130 interrupted."
     )
@@ -210,7 +212,14 @@ def bench(
     gpus: Optional[str] = typer.Option(None, help="GPU indices to use, e.g. 0,1 (default: every visible GPU); "
                                        "each GPU evaluates one candidate at a time."),
     parallel: Optional[int] = typer.Option(None, min=1, help="Tasks in flight (default: 2 per GPU, so LLM waits "
-                                           "overlap evaluations)."),
+                                           "overlap evaluations; with --ray, 2 per GPU of the cluster)."),
+    ray: Optional[str] = typer.Option(
+        None, "--ray", metavar="ADDRESS",  # "\\[ray]": help text is Rich markup, which would eat a bare [ray]
+        help="Place evaluations on a Ray cluster, one GPU each (the loop and LLM calls stay here): 'auto' for the "
+        "cluster `ray start --head` started on this machine, HOST:PORT for a cluster this machine is a node of "
+        "(the address `ray start --head` printed), or ray://HOST:10001 from elsewhere. Needs pip install "
+        "'kernelskill\\[ray]' here, and the same kernelskill, torch and triton on every node. Default: this "
+        "machine's GPUs."),
     seeds: int = typer.Option(3, min=1, max=32, help="Seed kernels per task."),
     rounds: int = typer.Option(15, min=0, help="Rounds per task."),
     ablation: str = typer.Option("none", help="none, no-ltm, no-stm or no-memory."),
@@ -256,7 +265,7 @@ def bench(
     request = BenchRequest(
         problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model, base_url=base_url,
         backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation, baseline=baseline, out=out,
-        resume=resume,
+        resume=resume, ray=ray,
         loop=LoopSettings(seeds=seeds, rounds=rounds, profile=profile),
         review=ReviewSettings(device=device, trials=trials, iters=iters, warmup=warmup),
         budget=Budget(max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
@@ -305,7 +314,7 @@ def main() -> None:
     try:
         app()
     except KernelSkillError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(int(exc.exit_code))
 
 

@@ -1,5 +1,6 @@
 """The benchmark scheduler: tasks run concurrently, each through the loop; reviews and profiles take a GPU from the
-pool (one evaluation per GPU at a time) while other tasks wait on their LLM calls.
+pool (one evaluation per GPU at a time) while other tasks wait on their LLM calls. With `ray` set, they take a GPU
+of a Ray cluster instead (cluster.py), and their results and logs land in the same run folder.
 
 A failing task (a malformed problem file, a model unreachable past its retries, anything that raises) is recorded
 with its reason and the run goes on; only a rejected API key stops the run, since every task would fail the same way.
@@ -14,6 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
@@ -26,7 +28,7 @@ from kernelskill.bench.gpus import GpuPool
 from kernelskill.errors import KernelSkillError, ProblemError
 from kernelskill.llm.accounting import Budget
 from kernelskill.llm.base import LLMAuthError, LLMClient
-from kernelskill.loop.optimize import real_reviewer, task_context
+from kernelskill.loop.optimize import real_prebuild, real_reviewer, task_context
 from kernelskill.loop.runner import Event, Reviewer, TaskRunner
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import LoopState
@@ -56,6 +58,7 @@ class BenchRequest(BaseModel):
     baseline: Literal["compile"] | None = None
     out: Path | None = None
     resume: bool = False
+    ray: str | None = None  # a Ray cluster ("auto", "host:port", "ray://..."): evaluations are placed there
 
 
 class BenchEvent(BaseModel):
@@ -100,7 +103,8 @@ def run_bench(
     if client is None:
         refuse_replay(request.model)
     tasks = discover(request.problems, request.levels, request.indices)
-    device = resolve_device(request.review.device)
+    cluster = _connect(request) if request.ray is not None else None
+    device = cluster.device if cluster is not None else resolve_device(request.review.device)
     if device == "cpu" and request.backend == "cuda":
         raise KernelSkillError("--backend cuda needs a GPU (on this machine CUDA kernels can only be compile-checked)")
     gpus = request.gpus
@@ -119,8 +123,8 @@ def run_bench(
     else:
         store = RunStore.create(run_dir)
     stop = stop or threading.Event()
-    with store:
-        run_id, config = _run_row(store, request, loop, review_settings, device, gpus)
+    with store, (cluster or nullcontext()):
+        run_id, config = _run_row(store, request, loop, review_settings, device, gpus, cluster)
         config["run_dir"] = str(store.run_dir)
         config["run_id"] = run_id
         if client is None:
@@ -131,12 +135,22 @@ def run_bench(
 
             kb = load_knowledge()
         bench = _Bench(store, run_id, config, tasks, client, kb, pool, loop, review_settings, request, device,
-                       reviewer or real_reviewer, on_event, stop)
+                       reviewer or real_reviewer, on_event, stop, cluster)
         return bench.run()
 
 
+def _connect(request: BenchRequest):
+    """The Ray cluster that places this run's evaluations (bench/cluster.py)."""
+    from kernelskill.bench.cluster import connect
+
+    if request.gpus is not None:
+        raise KernelSkillError("--gpus picks GPUs of this machine; with --ray the cluster places each evaluation "
+                               "on one of its own GPUs (leave --gpus out)")
+    return connect(request.ray, request.review.device)
+
+
 def _run_row(store: RunStore, request: BenchRequest, loop: LoopSettings, review: ReviewSettings, device: str,
-             gpus: list[str] | None) -> tuple[int, dict]:
+             gpus: list[str] | None, cluster=None) -> tuple[int, dict]:
     config = {
         "problems": str(request.problems), "levels": sorted(request.levels or []) or None,
         "tasks": sorted(request.indices or []) or None, "model": request.model, "base_url": request.base_url,
@@ -146,6 +160,8 @@ def _run_row(store: RunStore, request: BenchRequest, loop: LoopSettings, review:
         "budget": request.budget.model_dump(mode="json"), "kernelskill": __version__,
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if cluster is not None:  # which backend placed the evaluations (absent: this machine's GPU pool)
+        config.update(placement="ray", ray=cluster.summary())
     if not request.resume:
         return store.add_run("bench", request.model, config), config
     run = store.latest_run()
@@ -157,11 +173,12 @@ def _run_row(store: RunStore, request: BenchRequest, loop: LoopSettings, review:
 
 class _Bench:
     def __init__(self, store, run_id, config, tasks, client, kb, pool, loop, review_settings, request, device,
-                 reviewer, on_event, stop) -> None:
+                 reviewer, on_event, stop, cluster=None) -> None:
         self.store, self.run_id, self.config, self.tasks = store, run_id, config, tasks
         self.client, self.kb, self.pool, self.loop = client, kb, pool, loop
         self.review_settings, self.request, self.device = review_settings, request, device
         self.reviewer, self.on_event, self.stop = reviewer, on_event, stop
+        self.cluster = cluster  # a RayEvaluator: evaluations go to the cluster instead of the pool
         self.results: dict[str, TaskResult] = {}
         self.lock = threading.Lock()
         self.fatal: BaseException | None = None
@@ -177,10 +194,11 @@ class _Bench:
                     source = f"<unreadable: {exc}>"
                 self.store.add_task(self.run_id, t.name, str(t.path), source)
             self.results[t.name] = self._pending(t)
-        self.on_event(BenchEvent(kind="start", total=len(self.tasks), text=f"run folder {self.store.run_dir}"))
-        parallel = self.request.parallel or 2 * self.pool.slots
-        # Task threads live as long as the pool: review workers die with the thread that spawned them
-        # (PR_SET_PDEATHSIG), so no worker may outlive its task's thread.
+        text = f"run folder {self.store.run_dir}"
+        if self.cluster is not None:
+            text += "\n" + self.cluster.describe()
+        self.on_event(BenchEvent(kind="start", total=len(self.tasks), text=text))
+        parallel = self.request.parallel or 2 * (self.cluster.slots if self.cluster is not None else self.pool.slots)
         executor = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="task")
         try:
             futures = [executor.submit(self._task, t) for t in self.tasks]
@@ -253,15 +271,14 @@ class _Bench:
         stages: dict[str, float] = {}
 
         def reviewer(problem_path: Path, candidate, settings: ReviewSettings, log_dir: Path):
-            result = self._pooled_review(problem_path, candidate, settings, log_dir, stages)
-            for stage, seconds in (result.stage_seconds or {}).items():
-                key = "review_wall" if stage == "wall" else stage
-                stages[key] = stages.get(key, 0.0) + seconds
+            result = self._pooled_review(problem_path, candidate, settings, log_dir)
+            _add_stages(stages, result.stage_seconds)
             return result
 
         ctx = task_context(
             self.store, self.run_id, task_id, problem, self.client, self.request.budget, self.kb,
             self.review_settings, self.loop, reviewer, self._profiler(stages), on_event, self.device,
+            prebuild=self._prebuild(stages),
         )
         ctx.stop = self.stop
         state = TaskRunner(ctx).run()
@@ -271,32 +288,56 @@ class _Bench:
         result.stage_seconds = {k: round(v, 3) for k, v in sorted(stages.items())}
         return result
 
-    def _pooled_review(self, problem: Path, candidate, settings: ReviewSettings, log_dir: Path,
-                       stages: dict[str, float] | None = None):
-        """A review on a GPU of the pool; the worker sees only that GPU."""
+    def _pooled_review(self, problem: Path, candidate, settings: ReviewSettings, log_dir: Path):
+        """A review on a GPU of the pool (or, with --ray, of the cluster); the worker sees only that GPU. The time it
+        waited for the GPU is in the result's stage seconds as `queue`."""
         from kernelskill.review.reviewer import review
 
-        queued = time.monotonic()
-        with self.pool.acquire() as env:
-            if stages is not None:
-                stages["queue"] = stages.get("queue", 0.0) + time.monotonic() - queued
-            if self.reviewer is real_reviewer:
-                return review(problem, candidate, settings, log_dir=log_dir, env=env)
-            return self.reviewer(problem, candidate, settings, log_dir)  # tests: a scripted reviewer
+        waited: dict[str, float] = {}
+        if self.cluster is not None and self.reviewer is real_reviewer:
+            result = self.cluster.review(problem, candidate, settings, log_dir, waited)
+        else:
+            queued = time.monotonic()
+            with self.pool.acquire() as env:
+                waited["queue"] = time.monotonic() - queued
+                if self.reviewer is real_reviewer:
+                    result = review(problem, candidate, settings, log_dir=log_dir, env=env)
+                else:
+                    result = self.reviewer(problem, candidate, settings, log_dir)  # tests: a scripted reviewer
+        result.stage_seconds["queue"] = round(result.stage_seconds.get("queue", 0.0) + waited.get("queue", 0.0), 3)
+        return result
+
+    def _prebuild(self, stages: dict[str, float]):
+        """CUDA candidates build on this machine's CPU cores before they wait for a GPU (not with --ray: the build
+        cache is per machine, so a remote node builds for itself)."""
+        if self.reviewer is not real_reviewer or self.cluster is not None or self.device != "cuda":
+            return None
+
+        def prebuild(problem: Path, candidate, settings: ReviewSettings, log_dir: Path):
+            built = real_prebuild(problem, candidate, settings, log_dir)
+            if built is not None:  # (a compile failure found by the build never reaches a GPU)
+                stages["prebuild"] = stages.get("prebuild", 0.0) + built.seconds
+            return built
+
+        return prebuild
 
     def _profiler(self, stages: dict[str, float]):
         if self.device != "cuda" or not self.loop.long_term_memory or self.loop.profile == "off":
             return None
         from kernelskill.memory.profiling import ProfileSettings, find_ncu
 
-        if find_ncu("ncu") is None:
+        if (find_ncu("ncu") is None) if self.cluster is None else not self.cluster.has_ncu:
             if self.loop.profile == "on":
-                raise KernelSkillError("--profile on needs Nsight Compute (`ncu` on PATH)")
+                where = "" if self.cluster is None else " on every GPU node of the Ray cluster"
+                raise KernelSkillError(f"--profile on needs Nsight Compute (`ncu` on PATH){where}")
             return None
 
         def profile(problem: Path, candidate: Path, kb):
             from kernelskill.memory.collect import profile_candidate
 
+            if self.cluster is not None:
+                keep = self.store.run_dir / "profiles" / candidate.parent.name / candidate.stem
+                return self.cluster.profile(problem, candidate, kb, keep, stages)
             queued = time.monotonic()
             with self.pool.acquire() as env:
                 start = time.monotonic()
@@ -348,7 +389,8 @@ class _Bench:
         settings = self.review_settings.model_copy(update={"baseline": "compile"})
         log_dir = self.store.run_dir / "reviews" / safe_name(t.name) / "baseline-compile"
         result = self._pooled_review(t.path, parse_candidate(best.source, self.store.run_dir / best.path), settings,
-                                     log_dir, stages)
+                                     log_dir)
+        _add_stages(stages, result.stage_seconds)
         if not result.correct or result.compile_ms is None or result.candidate_ms is None:
             return None, None, flags + [f"compile_baseline_failed: {(result.error or 'no timing')[:200]}"]
         return result.compile_ms, result.compile_ms / result.candidate_ms, flags
@@ -364,6 +406,12 @@ class _Bench:
     def _task_id(self, t: BenchTask) -> int | None:
         row = self.store.find_task(self.run_id, t.name)
         return row.id if row else None
+
+
+def _add_stages(stages: dict[str, float], seconds: dict[str, float] | None) -> None:
+    for stage, value in (seconds or {}).items():
+        key = "review_wall" if stage == "wall" else stage
+        stages[key] = stages.get(key, 0.0) + value
 
 
 def _round_text(e: Event) -> str:

@@ -128,6 +128,7 @@ class Worker:
         self.stage_name = "load"
         self.rng = random.Random(request["seeds"]["order"])
         self.inputs_s = 0.0
+        self.on_device_inputs = True
 
     # plumbing -------------------------------------------------------------------------------------------------
     def stage(self, name: str) -> None:
@@ -168,8 +169,19 @@ class Worker:
         from kernelskill.problem import call_entry
 
         start = time.perf_counter()
-        self.torch.manual_seed(seed)
-        values = call_entry(self.problem, self.loaded.get_inputs, "get_inputs")
+        values = None
+        if self.device.type == "cuda" and self.on_device_inputs:
+            # Made on the GPU (factory calls default to it), not on the CPU and copied: seconds less per input set
+            # for large problems. A get_inputs() that needs the CPU falls back to the CPU for the whole review.
+            self.torch.manual_seed(seed)
+            try:
+                with self.device:
+                    values = call_entry(self.problem, self.loaded.get_inputs, "get_inputs")
+            except Exception:  # noqa: BLE001 - the problem's code, not the candidate's: retried on the CPU below
+                self.on_device_inputs = False
+        if values is None:
+            self.torch.manual_seed(seed)
+            values = call_entry(self.problem, self.loaded.get_inputs, "get_inputs")
         self.torch.manual_seed(random.SystemRandom().getrandbits(63))
         values = [v.to(self.device) if isinstance(v, self.torch.Tensor) else v for v in values]
         self.inputs_s += time.perf_counter() - start  # the problem's own cost, inside the stages' seconds
@@ -245,6 +257,7 @@ class Worker:
             except ImportError as exc:  # say what is missing: Triton itself, or numpy for its CPU interpreter
                 raise self.fail("compile_error", f"Triton cannot be imported here ({type(exc).__name__}: {exc}); "
                                 "install it with `pip install triton numpy`")
+        self.inputs_s = 0.0  # from here on: input sets made while verifying and timing
         self.end_stage()
 
     def compile(self) -> None:

@@ -34,6 +34,7 @@ class CompileResult(BaseModel):
     first_call_s: float | None = None  # the first forward, which also JIT-compiles Triton kernels
     warnings: list[str] = Field(default_factory=list)
     errors: str | None = None  # trimmed to the lines that matter; the full log is in the log file
+    builds: list[dict] = Field(default_factory=list)  # CUDA extensions: cache hit, seconds per step (pch, cpp, cuda, link)
 
 
 class Mismatch(BaseModel):

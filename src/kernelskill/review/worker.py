@@ -91,6 +91,14 @@ class Session:
         self.snapshot = ModuleSnapshot()
         self.threads = set(threading.enumerate())
 
+    def builds(self) -> list:
+        """The CUDA extensions this process built or took from the build cache (empty on CPU)."""
+        if self.device_type != "cuda":
+            return []
+        from kernelskill.review import cuda_build
+
+        return cuda_build.BUILDS
+
     def fit(self) -> list[str]:
         """Why this process should not serve another review (empty: it may)."""
         problems = [f"replaced harness function {name}" for name in self.integrity.tampered()]
@@ -271,6 +279,7 @@ class Worker:
         start = time.perf_counter()
         checked_only = req["backend"] == "cuda" and self.device.type == "cpu"
         cuda_check.checking_load_inline.calls.clear()
+        builds_before = len(self.session.builds())
         threads = set(threading.enumerate())
         try:
             module = load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
@@ -304,6 +313,11 @@ class Worker:
             self.end_stage()
             return
         compile_info["duration_s"] = round(time.perf_counter() - start, 3)
+        builds = self.session.builds()[builds_before:]  # what the extension builder did: cache hits, steps, warnings
+        if builds:
+            compile_info["builds"] = [{k: b.to_dict()[k] for k in ("name", "cache_hit", "seconds", "steps", "pch_used",
+                                                                   "cuda_variant", "notes")} for b in builds]
+            compile_info["warnings"] = [w for b in builds for w in b.warnings]
         self.compile_info = compile_info
         self.update(compiled=True, compile=compile_info)
         self.end_stage()
@@ -584,7 +598,7 @@ class Worker:
                                             extra_include_paths=extra_include_paths, arch=req["arch"])
             builds.append({"name": name, "cache_hit": built.cache_hit, "seconds": round(built.seconds, 3),
                            "steps": built.steps})
-            return cuda_check.NotRunnable(name)
+            return cuda_check._NotRunnable(name)
 
         saved = cpp_extension.load_inline
         cpp_extension.load_inline = building_load_inline

@@ -107,6 +107,10 @@ def run_bench(
     device = cluster.device if cluster is not None else resolve_device(request.review.device)
     if device == "cpu" and request.backend == "cuda":
         raise KernelSkillError("--backend cuda needs a GPU (on this machine CUDA kernels can only be compile-checked)")
+    if device == "cuda" and request.backend == "cuda" and cluster is None and reviewer is None:
+        from kernelskill.review.reviewer import prepare_builds
+
+        prepare_builds()
     gpus = request.gpus
     if device == "cuda" and gpus is None:
         import torch

@@ -98,6 +98,10 @@ def optimize(
     if request.backend not in ("triton", "cuda"):
         raise KernelSkillError(f"--backend must be triton or cuda, not {request.backend!r}")
     device = resolve_device(request.review.device)
+    if device == "cuda" and request.backend == "cuda" and reviewer is None:
+        from kernelskill.review.reviewer import prepare_builds
+
+        prepare_builds()
     if device == "cpu" and request.backend == "cuda":
         raise KernelSkillError(
             "--backend cuda needs a GPU: on this machine CUDA kernels can be compile-checked but never run, so no "

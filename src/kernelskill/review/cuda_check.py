@@ -19,15 +19,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+# Shared with the builder (cuda_build); callers that catch CudaCompileError from this module keep working.
+from kernelskill.review.cuda_build import CudaCompileError, _bindings, _join
 from kernelskill.review.logs import filter_header_warnings, trim_log
-
-
-class CudaCompileError(Exception):
-    """The candidate's CUDA or C++ sources do not compile. The message holds the compiler's trimmed output."""
-
-    def __init__(self, message: str, log: str) -> None:
-        super().__init__(message)
-        self.log = log
 
 
 def cache_dir() -> Path:
@@ -35,22 +29,7 @@ def cache_dir() -> Path:
     return root / "cuda-check"
 
 
-def _join(sources) -> str:
-    return "\n".join(sources) if isinstance(sources, (list, tuple)) else (sources or "")
-
-
-def _bindings(functions) -> str:
-    if isinstance(functions, str):
-        functions = [functions]
-    if isinstance(functions, dict):
-        items = functions.items()
-    else:
-        items = [(f, f) for f in (functions or [])]
-    defs = "\n".join(f'  m.def("{name}", torch::wrap_pybind_function({name}), "{doc}");' for name, doc in items)
-    return f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{defs}\n}}\n" if defs else ""
-
-
-class _NotRunnable:
+class NotRunnable:
     def __init__(self, name: str) -> None:
         self._name = name
 
@@ -124,7 +103,7 @@ def checking_load_inline(name, cpp_sources="", cuda_sources=None, functions=None
             f"extension {name!r} failed to compile: " + (errors[0].strip() if errors else "see the log"),
             trim_log(outcome["log"]),
         )
-    return _NotRunnable(name)
+    return NotRunnable(name)
 
 
 checking_load_inline.calls = []

@@ -11,7 +11,9 @@ import functools
 import os
 import secrets
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,6 +166,24 @@ def prebuild(
     result = _compose(base, outcome, settings, log_path, seconds)
     result.stage_seconds = {"compile": outcome.stage_seconds.get("compile", seconds)}
     return Prebuilt(seconds, result)
+
+
+def prepare_builds() -> threading.Thread:
+    """Build the precompiled <torch/extension.h> in the background, once per machine, torch and compiler: the first
+    CUDA candidates then build in seconds instead of paying for it. A failure is printed; builds then go without it."""
+
+    def run() -> None:
+        from kernelskill.review import cuda_build
+
+        try:
+            cuda_build.prepare_pch()
+        except Exception as exc:  # noqa: BLE001 - builds still work without the header, only slower
+            print(f"kernelskill: the precompiled header could not be built ({type(exc).__name__}): {exc}",
+                  file=sys.stderr)
+
+    thread = threading.Thread(target=run, name="kernelskill-pch", daemon=True)
+    thread.start()
+    return thread
 
 
 @functools.cache

@@ -598,7 +598,7 @@ class Worker:
                                             extra_include_paths=extra_include_paths, arch=req["arch"])
             builds.append({"name": name, "cache_hit": built.cache_hit, "seconds": round(built.seconds, 3),
                            "steps": built.steps})
-            return cuda_check._NotRunnable(name)
+            return cuda_check.NotRunnable(name)
 
         saved = cpp_extension.load_inline
         cpp_extension.load_inline = building_load_inline

@@ -1,0 +1,300 @@
+"""The fast load_inline builder (review/cuda_build.py), with the real compilers.
+
+All tests share one cache: $KERNELSKILL_CACHE when set (CI sets a fresh one), else a folder shared by the xdist
+workers of this run. The C++ extension most tests use has fixed sources, so whichever worker comes first builds it
+(and the precompiled header) and the other finds both in the cache: the builder's own locks make that safe. Tests
+that need a build nobody has done yet add a unique linker flag, which gives a new library but reuses the compiled
+object, so they cost a link, not a compile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kernelskill.review import cuda_build
+from kernelskill.review.cuda_check import CudaCompileError
+
+pytestmark = pytest.mark.slow
+
+SOURCE = "torch::Tensor scale_add(torch::Tensor x, double s) { return x * s + 1; }"
+FUNCTIONS = ["scale_add"]
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+SRC_DIR = str(Path(cuda_build.__file__).resolve().parents[2])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache(tmp_path_factory):
+    root = os.environ.get("KERNELSKILL_CACHE")
+    if not root:
+        base = tmp_path_factory.getbasetemp()
+        root = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "kernelskill-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KERNELSKILL_CACHE", root)
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [SRC_DIR, os.environ.get("PYTHONPATH")])))
+        yield Path(root)
+
+
+@pytest.fixture(scope="module")
+def pch_seconds(cache):
+    return cuda_build.prepare_pch(with_cuda=False)
+
+
+@pytest.fixture(scope="module")
+def ext(pch_seconds):
+    module = cuda_build.load_inline("ks_test_scale_add", SOURCE, functions=FUNCTIONS)
+    return module, cuda_build.BUILDS[-1]
+
+
+def _unique_ldflags() -> list[str]:
+    return [f"-Wl,-rpath,/nonexistent/{uuid.uuid4().hex}"]  # a new library; the compiled object is reused
+
+
+def _python(script: str, *args: str, timeout: float = 300) -> dict:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------------------------------ C++ only
+def test_cpp_extension_builds_imports_and_computes(ext):
+    import torch
+
+    module, built = ext
+    x = torch.arange(4, dtype=torch.float32)
+    assert torch.equal(module.scale_add(x, 2.0), x * 2 + 1)
+    assert built.module_name.startswith("ks_") and built.so_path.is_file()
+    assert (built.so_path.parent / "build.json").is_file()
+
+
+def test_precompiled_header_is_built_once_and_used(ext, cache):
+    _, built = ext
+    assert cuda_build.prepare_pch(with_cuda=False) == 0.0  # already there: nothing built again
+    plan = cuda_build.plan_build("x", SOURCE, functions=FUNCTIONS, with_cuda=False)
+    assert (cuda_build._pch_dir(plan.pch_flags) / "ks_torch_extension.h.gch").is_file()
+    # gcc -H printed "! <pch>.gch": the C++ unit was compiled from the precompiled header, not from the headers
+    # (with -Winvalid-pch, a header gcc refused would have been reported in the notes).
+    assert built.pch_used is True, built.notes
+    assert "pch" not in built.steps  # the build used the header prepare_pch made; it did not make its own
+
+
+def test_cache_hit_in_a_fresh_process_takes_under_a_second(ext):
+    _, built = ext
+    result = _python("""
+        import json, sys, time
+        import torch
+        from kernelskill.review import cuda_build
+        start = time.perf_counter()
+        module = cuda_build.load_inline("another_name", sys.argv[1], functions=["scale_add"])
+        seconds = time.perf_counter() - start
+        value = module.scale_add(torch.ones(2), 3.0).tolist()
+        b = cuda_build.BUILDS[-1]
+        print(json.dumps({"hit": b.cache_hit, "seconds": seconds, "value": value, "so": str(b.so_path)}))
+    """, SOURCE)
+    assert result["hit"] is True
+    assert result["seconds"] < 1.0
+    assert result["value"] == [4.0, 4.0]
+    assert result["so"] == str(built.so_path)  # the user's name does not change the binary
+
+
+def test_key_depends_on_sources_and_flags_but_not_on_the_name(cache):
+    base = dict(cpp_sources=SOURCE, functions=FUNCTIONS, with_cuda=False)
+    key = cuda_build.plan_build("a", **base).key
+    assert cuda_build.plan_build("b", **base).key == key
+    assert cuda_build.plan_build("a", **{**base, "cpp_sources": SOURCE + " "}).key != key
+    assert cuda_build.plan_build("a", **base, extra_cflags=["-O3"]).key != key
+    assert cuda_build.plan_build("a", **base, extra_ldflags=["-lm"]).key != key
+    assert cuda_build.plan_build("a", **base, extra_include_paths=[str(cache)]).key != key
+    assert cuda_build.plan_build("a", **{**base, "functions": {"scale_add": "doc"}}).key != key
+    assert cuda_build.plan_build("a", **base, with_pytorch_error_handling=False).key != key
+
+
+def test_two_processes_building_the_same_new_source_build_once(ext, tmp_path):
+    ldflags = _unique_ldflags()
+    script = """
+        import json, sys, time
+        from pathlib import Path
+        import torch
+        from kernelskill.review import cuda_build
+        gate = Path(sys.argv[1])
+        (gate / ("ready-" + sys.argv[2])).touch()
+        while not (gate / "go").exists():
+            time.sleep(0.005)
+        module = cuda_build.load_inline("race", sys.argv[3], functions=["scale_add"], extra_ldflags=[sys.argv[4]])
+        print(json.dumps({"hit": cuda_build.BUILDS[-1].cache_hit, "value": module.scale_add(torch.ones(1), 1.0).item()}))
+    """
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), str(tmp_path), str(i), SOURCE,
+                               ldflags[0]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    deadline = time.time() + 240
+    while not all((tmp_path / f"ready-{i}").exists() for i in range(2)):
+        assert time.time() < deadline and all(p.poll() is None for p in procs), "workers did not start"
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert sorted(r["hit"] for r in results) == [False, True]  # one built it, the other waited and imported it
+    assert [r["value"] for r in results] == [2.0, 2.0]
+
+
+def test_a_corrupt_or_unfinished_entry_is_rebuilt(ext):
+    import torch
+
+    args = dict(name="corrupt", cpp_sources=SOURCE, functions=FUNCTIONS, extra_ldflags=_unique_ldflags())
+    first = cuda_build.build_inline(**args)
+    assert not first.cache_hit
+    entry = first.so_path.parent
+    assert cuda_build.build_inline(**args).cache_hit
+
+    (entry / "build.json").unlink()  # a build that died before its completion marker
+    assert not cuda_build.build_inline(**args).cache_hit
+
+    first.so_path.write_bytes(b"\x7fELF truncated")  # the library no longer matches its marker
+    assert not cuda_build.build_inline(**args).cache_hit
+
+    # A library that matches its marker but does not import: load_inline rebuilds it rather than trust it.
+    first.so_path.write_bytes(b"not a shared object")
+    info = json.loads((entry / "build.json").read_text())
+    info["so_sha256"] = cuda_build._file_sha(first.so_path)
+    (entry / "build.json").write_text(json.dumps(info))
+    module = cuda_build.load_inline(**args)
+    assert module.scale_add(torch.ones(1), 2.0).item() == 3.0
+    assert not cuda_build.BUILDS[-1].cache_hit
+    assert any("did not import" in note for note in cuda_build.BUILDS[-1].notes)
+
+
+def test_a_cpp_compile_error_names_the_line(pch_seconds):
+    source = "torch::Tensor scale_add(torch::Tensor x, double s) {\n  return x * undeclared_scale;\n}"
+    with pytest.raises(CudaCompileError) as info:
+        cuda_build.load_inline("broken_cpp", source, functions=FUNCTIONS)
+    message = str(info.value)
+    assert message.startswith("extension 'broken_cpp': the C++ sources (main.cpp) failed to compile:")
+    assert "main.cpp:3:" in message and "undeclared_scale" in message  # line 1 is the prepended #include
+    assert "error" in info.value.log
+
+
+# ---------------------------------------------------------------------------------------------------------------- CUDA
+CUDA_PLAIN = r"""
+#include <cstdint>
+__global__ void gelu_scale_kernel(const float* x, float* y, float s, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) { float v = x[i]; y[i] = 0.5f * v * (1.f + erff(v * 0.70710678f)) * s; }
+}
+void gelu_scale_launch(const float* x, float* y, float s, int64_t n, cudaStream_t stream) {
+    gelu_scale_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, y, s, n);
+}
+"""
+CUDA_TORCH = CUDA_PLAIN + r"""
+torch::Tensor gelu_scale(torch::Tensor x, double s) {
+    auto y = torch::empty_like(x);
+    gelu_scale_launch(x.data_ptr<float>(), y.data_ptr<float>(), (float)s, x.numel(), 0);
+    return y;
+}
+"""
+
+
+def _headers(unit: cuda_build.Unit, directory: Path) -> str:
+    """The headers nvcc reads for this unit (nvcc -M), to see whether torch's are among them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / unit.filename).write_text(unit.text)
+    proc = subprocess.run([*unit.argv, "-M", unit.filename], cwd=directory, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    return proc.stdout
+
+
+@needs_nvcc
+def test_cuda_source_without_torch_is_compiled_without_torch_headers(tmp_path):
+    plan = cuda_build.plan_build("plain", "void gelu_scale_launch();", CUDA_PLAIN, extra_cuda_cflags=["-O3"],
+                                 arch="9.0")
+    unit = plan.cuda[0]
+    assert [u.variant for u in plan.cuda] == ["torch-free", "exact"]
+    assert "#include <torch/types.h>" not in unit.text and "#include <cuda_runtime.h>" in unit.text
+    assert unit.text.count("\n") == plan.cuda[1].text.count("\n")  # same line numbers as torch's cuda.cu
+    assert "torch/types.h" not in _headers(unit, tmp_path / "deps")
+    assert "-gencode=arch=compute_90,code=sm_90" in unit.argv and "--expt-relaxed-constexpr" in unit.argv
+    obj = cuda_build.compile_unit(unit, tmp_path / "build")  # nvcc's front ends side by side
+    symbols = subprocess.run(["nm", "-C", str(obj.path)], stdout=subprocess.PIPE, text=True).stdout
+    assert "gelu_scale_launch" in symbols and "gelu_scale_kernel" in symbols
+    assert not any("as is" in note for note in obj.notes), obj.notes  # the parallel path ran, not the fallback
+    plain = cuda_build.compile_unit(unit, tmp_path / "plain", parallel_nvcc=False)
+
+    def names(path: Path) -> list[str]:
+        return sorted(line.split()[-1] for line in
+                      subprocess.run(["nm", str(path)], stdout=subprocess.PIPE, text=True).stdout.splitlines())
+
+    assert names(obj.path) == names(plain.path)
+
+
+def test_cuda_source_using_torch_gets_torch_headers():
+    plan = cuda_build.plan_build("torchy", "torch::Tensor gelu_scale(torch::Tensor x, double s);", CUDA_TORCH,
+                                 functions=["gelu_scale"], arch="sm_90") if shutil.which("nvcc") else None
+    variants = cuda_build.cuda_variants(CUDA_TORCH)
+    assert [v for v, _ in variants] == ["exact"]
+    assert variants[0][1].startswith("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n")
+    if plan is not None:
+        assert plan.cuda[0].text == variants[0][1]
+    # KernelBench style: <torch/extension.h> in the CUDA sources is narrowed to the <torch/types.h> torch prepends.
+    kernelbench = "#include <torch/extension.h>\n" + CUDA_TORCH
+    narrowed, exact = cuda_build.cuda_variants(kernelbench)
+    assert narrowed[0] == "types.h" and "\n#include <torch/extension.h>" not in narrowed[1]
+    assert exact == ("exact", "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" + kernelbench)
+    assert [v for v, _ in cuda_build.cuda_variants(kernelbench + "\nPYBIND11_MODULE(m, m) {}")] == ["exact"]
+
+
+@needs_nvcc
+def test_a_cuda_compile_error_names_the_line(pch_seconds):
+    broken = CUDA_PLAIN.replace("float v = x[i];", "float v = x[i]")
+    with pytest.raises(CudaCompileError) as info:
+        cuda_build.build_inline("broken_cuda", "void gelu_scale_launch();", broken, arch="9.0", link=False)
+    message = str(info.value)
+    assert message.startswith("extension 'broken_cuda': the CUDA sources (cuda.cu, nvcc) failed to compile:")
+    assert 'cuda.cu(8): error: expected a ";"' in message  # line 1-3: the prepended includes
+
+
+def test_arch_flags():
+    assert cuda_build.arch_flags("9.0", []) == ["-gencode=arch=compute_90,code=sm_90"]
+    assert cuda_build.arch_flags("sm_90a", []) == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert cuda_build.arch_flags("8.0;9.0+PTX", []) == ["-gencode=arch=compute_80,code=sm_80",
+                                                        "-gencode=arch=compute_90,code=compute_90",
+                                                        "-gencode=arch=compute_90,code=sm_90"]
+    assert cuda_build.arch_flags("9.0", ["-arch=sm_80"]) == []  # the candidate's own arch wins, as in torch
+    with pytest.raises(ValueError, match="unknown CUDA arch"):
+        cuda_build.arch_flags("hopper", [])
+
+
+@pytest.mark.all_cuda_checks
+@needs_nvcc
+def test_a_narrowed_cuda_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_path):
+    # No torch mention, so it is first compiled without torch's headers, where std::vector is undeclared.
+    source = CUDA_PLAIN + "\nint count(const std::vector<int>& v) { return (int)v.size(); }\n"
+    built = cuda_build.build_inline("needs_vector", "int count();", source, arch="9.0", link=False)
+    assert built.cuda_variant == "exact"
+    assert any("compiled again" in note for note in built.notes), built.notes
+
+
+def test_extensions_that_differ_only_outside_the_cpp_unit_are_distinct_modules():
+    """Python hands back the module it already has for a name: two different libraries must never share a name, or
+    a warm review worker would run an earlier candidate's code (seen on the H200: a candidate with new kernels and
+    the same C++ glue ran the previous candidate's kernels)."""
+    import uuid
+
+    tag = uuid.uuid4().hex
+    cpp = 'extern "C" char ks_marker_%s;\nint64_t marker() { return (int64_t)&ks_marker_%s; }' % (tag, tag)
+    first = cuda_build.load_inline("m1", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=4096"])
+    second = cuda_build.load_inline("m2", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=8192"])
+    assert first is not second and first.__file__ != second.__file__
+    assert first.marker() != second.marker()

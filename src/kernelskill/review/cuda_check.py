@@ -50,9 +50,14 @@ def check_sources(name: str, cpp_sources="", cuda_sources="", functions=None, ex
     """Compile the two translation units load_inline would build. Returns {"ok", "log", "warnings", "seconds"}."""
     from torch.utils.cpp_extension import include_paths
 
+    from kernelskill.review.cuda_build import cuda_home, cuda_variants
+
     cpp = "#include <torch/extension.h>\n" + _join(cpp_sources) + _bindings(functions)
-    cu = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" + _join(cuda_sources)
+    has_cuda = bool(_join(cuda_sources).strip())
+    cu = cuda_variants(cuda_sources)[0][1] if has_cuda else ""  # the unit the GPU builder tries first
     includes = [*include_paths(), sysconfig.get_paths()["include"], *(extra_include_paths or [])]
+    if has_cuda and cuda_home():  # as torch does for the C++ unit of a CUDA extension (c10/cuda headers need it)
+        includes.append(str(Path(cuda_home()) / "include"))
     inc_flags = [f"-I{p}" for p in includes]
     defines = [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
     key = hashlib.sha256(json.dumps([cpp, cu, extra_cflags, extra_cuda_cflags, includes]).encode()).hexdigest()[:24]

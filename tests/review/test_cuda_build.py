@@ -243,16 +243,53 @@ def test_cuda_source_using_torch_gets_torch_headers():
     plan = cuda_build.plan_build("torchy", "torch::Tensor gelu_scale(torch::Tensor x, double s);", CUDA_TORCH,
                                  functions=["gelu_scale"], arch="sm_90") if shutil.which("nvcc") else None
     variants = cuda_build.cuda_variants(CUDA_TORCH)
-    assert [v for v, _ in variants] == ["exact"]
-    assert variants[0][1].startswith("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n")
+    assert [v for v, _ in variants] == ["core", "exact"]  # ATen's core headers first, then what torch compiles
+    assert variants[0][1].startswith("// torch's core headers only") and "#include <torch/" not in variants[0][1]
+    assert variants[1][1].startswith("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n")
     if plan is not None:
         assert plan.cuda[0].text == variants[0][1]
-    # KernelBench style: <torch/extension.h> in the CUDA sources is narrowed to the <torch/types.h> torch prepends.
+    # KernelBench style: <torch/extension.h> in the CUDA sources is narrowed to the core prelude, then to the
+    # <torch/types.h> torch prepends.
     kernelbench = "#include <torch/extension.h>\n" + CUDA_TORCH
-    narrowed, exact = cuda_build.cuda_variants(kernelbench)
-    assert narrowed[0] == "types.h" and "\n#include <torch/extension.h>" not in narrowed[1]
+    core, narrowed, exact = cuda_build.cuda_variants(kernelbench)
+    assert core[0] == "core" and narrowed[0] == "types.h" and "\n#include <torch/extension.h>" not in narrowed[1]
     assert exact == ("exact", "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" + kernelbench)
     assert [v for v, _ in cuda_build.cuda_variants(kernelbench + "\nPYBIND11_MODULE(m, m) {}")] == ["exact"]
+    # a torch header of its own (not extension.h): nothing narrower than what it asks for
+    assert [v for v, _ in cuda_build.cuda_variants("#include <torch/torch.h>\n" + CUDA_TORCH)] == ["exact"]
+
+
+CUDA_WRAPPER = CUDA_TORCH.replace("    auto y = torch::empty_like(x);", """    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "x must be float32");
+    auto y = torch::empty_like(x);""")
+
+
+@needs_nvcc
+def test_a_torch_wrapper_in_cuda_sources_compiles_against_core_headers_only(tmp_path):
+    """The common LLM style (torch::Tensor wrapper inside cuda_sources) is built without <torch/types.h>, which pulls
+    in every operator's declaration; nvcc -M shows which headers the unit read."""
+    built = cuda_build.build_inline("wrapper", "torch::Tensor gelu_scale(torch::Tensor x, double s);", CUDA_WRAPPER,
+                                    functions=["gelu_scale"], arch="9.0", link=False)
+    assert built.cuda_variant == "core", built.notes
+    plan = cuda_build.plan_build("wrapper", "", CUDA_WRAPPER, arch="9.0")
+    read = _headers(plan.cuda[0], tmp_path / "core")
+    assert "ATen/core/Tensor.h" in read and "torch/types.h" not in read and "ATen/Functions.h" not in read
+
+
+@needs_nvcc
+def test_a_compile_error_in_a_core_unit_keeps_torch_line_numbers(pch_seconds):
+    broken = CUDA_WRAPPER.replace("float v = x[i];", "float v = x[i]")
+    with pytest.raises(CudaCompileError) as info:
+        cuda_build.build_inline("broken_wrapper", "", broken, arch="9.0", link=False)
+    assert 'cuda.cu(8): error: expected a ";"' in str(info.value)  # as in the unit torch would compile
+
+
+@pytest.mark.all_cuda_checks
+@needs_nvcc
+def test_a_core_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_path):
+    source = CUDA_WRAPPER + "\ntorch::Tensor relu(torch::Tensor x) { return torch::relu(x); }\n"
+    built = cuda_build.build_inline("needs_relu", "", source, arch="9.0", link=False)
+    assert built.cuda_variant == "exact"
+    assert any("compiled again" in note for note in built.notes), built.notes
 
 
 @needs_nvcc

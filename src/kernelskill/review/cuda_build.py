@@ -45,7 +45,7 @@ from pathlib import Path
 
 from kernelskill.review.logs import compiler_errors, filter_header_warnings, trim_log
 
-BUILDER_VERSION = "2"  # bump when a change here can change the binary built from the same inputs
+BUILDER_VERSION = "3"  # bump when a change here can change the binary built from the same inputs
 OWN_FILES = ("main.cpp", "cuda.cu")
 
 
@@ -96,6 +96,30 @@ _MISSING_DECLARATION = re.compile(
 )
 
 
+# A CUDA source that uses torch only for the usual host wrapper (torch::Tensor, empty/zeros, data_ptr, TORCH_CHECK,
+# the dtype constants) compiles against ATen's core headers in a fraction of the time <torch/types.h> takes (it
+# pulls in every operator's declaration). Tried first for such sources; a missing declaration falls back as above.
+_CORE_PRELUDE = "\n".join([
+    "// torch's core headers only (kernelskill cuda_build); a missing declaration recompiles with <torch/types.h>",
+    "#include <ATen/core/Tensor.h>",
+    *(f"#include <ATen/ops/{op}.h>" for op in ("empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones",
+                                               "ones_like", "full", "full_like", "arange")),
+    "#include <c10/util/Exception.h>",
+    "namespace torch {",
+    "using namespace at;  // NOLINT",
+    *(f"constexpr auto {alias} = at::{name};" for alias, name in (
+        ("kUInt8", "kByte"), ("kInt8", "kChar"), ("kInt16", "kShort"), ("kInt32", "kInt"), ("kInt64", "kLong"),
+        ("kFloat16", "kHalf"), ("kFloat32", "kFloat"), ("kFloat64", "kDouble"), ("kBFloat16", "kBFloat16"),
+        ("kBool", "kBool"))),
+    "}  // namespace torch",
+    "#include <cuda.h>",
+    "#include <cuda_runtime.h>",
+    f"#line {len(_TORCH_PREFIX) + 1}",  # the source's lines keep the numbers torch's unit gives them
+])
+# Any torch header of its own (other than <torch/extension.h>, narrowed below) rules the core prelude out.
+_OTHER_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/(?!extension\.h)", re.MULTILINE)
+
+
 def _normalize(text: str) -> str:
     return text.replace("\r\n", "\n")
 
@@ -108,11 +132,14 @@ def cuda_variants(cuda_sources, no_implicit_headers: bool = False) -> list[tuple
     exact = "\n".join([*_TORCH_PREFIX, body])
     if not _USES_TORCH.search(body):
         return [("torch-free", "\n".join([_NO_TORCH_LINE, *_TORCH_PREFIX[1:], body])), ("exact", exact)]
-    if _EXTENSION_INCLUDE.search(body) and not _NEEDS_EXTENSION_H.search(body):
-        narrowed = _EXTENSION_INCLUDE.sub(
-            "// #include <torch/extension.h> narrowed to the <torch/types.h> above (kernelskill cuda_build)", body)
-        return [("types.h", "\n".join([*_TORCH_PREFIX, narrowed])), ("exact", exact)]
-    return [("exact", exact)]
+    if _NEEDS_EXTENSION_H.search(body):
+        return [("exact", exact)]
+    narrowed = _EXTENSION_INCLUDE.sub(
+        "// #include <torch/extension.h> narrowed to the prelude above (kernelskill cuda_build)", body)
+    variants = [] if _OTHER_TORCH_INCLUDE.search(body) else [("core", "\n".join([_CORE_PRELUDE, narrowed]))]
+    if narrowed != body:
+        variants.append(("types.h", "\n".join([*_TORCH_PREFIX, narrowed])))
+    return [*variants, ("exact", exact)]
 
 
 # --------------------------------------------------------------------------------------------------------- toolchain
@@ -686,8 +713,8 @@ def _object_for(units: list[Unit], directory: Path, runner: _Runner, pch_flags: 
                         if last or runner.cancelled() or not _MISSING_DECLARATION.search(_diagnostics(failed.output)):
                             raise
                         first = next((ln for ln in failed.output.splitlines() if "error" in ln), "").strip()
-                        notes.append(f"{unit.filename} without torch's headers ({unit.variant}) failed ({first}); "
-                                     "compiled again with them, as torch does")
+                        notes.append(f"{unit.filename} with fewer of torch's headers ({unit.variant}) failed ({first}); "
+                                     "compiled again with more of them, up to what torch compiles")
                         continue
                     built.notes[:0] = notes
                     built.path = _store_object(unit.key, built.path, built.log, built.pch_used, built.notes)

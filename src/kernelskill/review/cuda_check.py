@@ -50,17 +50,19 @@ def check_sources(name: str, cpp_sources="", cuda_sources="", functions=None, ex
     """Compile the two translation units load_inline would build. Returns {"ok", "log", "warnings", "seconds"}."""
     from torch.utils.cpp_extension import include_paths
 
-    from kernelskill.review.cuda_build import cuda_home, cuda_variants
+    from kernelskill.review.cuda_build import _MISSING_DECLARATION, _diagnostics, cuda_home, cuda_variants
 
     cpp = "#include <torch/extension.h>\n" + _join(cpp_sources) + _bindings(functions)
     has_cuda = bool(_join(cuda_sources).strip())
-    cu = cuda_variants(cuda_sources)[0][1] if has_cuda else ""  # the unit the GPU builder tries first
+    # the CUDA units the GPU builder tries, fewest torch headers first; the last is what torch compiles
+    units = [text for _, text in cuda_variants(cuda_sources)] if has_cuda else []
+    cu = units[0] if units else ""
     includes = [*include_paths(), sysconfig.get_paths()["include"], *(extra_include_paths or [])]
     if has_cuda and cuda_home():  # as torch does for the C++ unit of a CUDA extension (c10/cuda headers need it)
         includes.append(str(Path(cuda_home()) / "include"))
     inc_flags = [f"-I{p}" for p in includes]
     defines = [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
-    key = hashlib.sha256(json.dumps([cpp, cu, extra_cflags, extra_cuda_cflags, includes]).encode()).hexdigest()[:24]
+    key = hashlib.sha256(json.dumps([cpp, units, extra_cflags, extra_cuda_cflags, includes]).encode()).hexdigest()[:24]
     cached = cache_dir() / f"{key}.json"
     if cached.is_file():
         return {**json.loads(cached.read_text()), "cached": True}
@@ -83,6 +85,12 @@ def check_sources(name: str, cpp_sources="", cuda_sources="", functions=None, ex
         jobs.append([cxx, "-fsyntax-only", "-std=c++17", "main.cpp", *defines, *inc_flags, *(extra_cflags or [])])
         with ThreadPoolExecutor(max_workers=2) as pool:
             results = list(pool.map(lambda cmd: _run(cmd, tmp_path), jobs))
+        for text in units[1:]:  # as the builder does: a missing declaration moves on to more of torch's headers
+            code, out = results[0]
+            if code == 0 or not _MISSING_DECLARATION.search(_diagnostics(out)):
+                break
+            (tmp_path / "cuda.cu").write_text(text)
+            results[0] = _run(jobs[0], tmp_path)
     log = "\n".join(f"$ {' '.join(cmd[:3])} ...\n{out}" for cmd, (_, out) in zip(jobs, results))
     ok = all(code == 0 for code, _ in results)
     outcome = {

@@ -35,7 +35,7 @@ from kernelskill.loop.state import LoopState
 from kernelskill.problem import read_problem
 from kernelskill.report.results import BenchResults, TaskResult, build_results, rounds_to_best_of, write_results
 from kernelskill.settings import ReviewSettings
-from kernelskill.store import RunStore, safe_name
+from kernelskill.store import RunStore, add_stage_seconds, safe_name
 
 Ablation = Literal["none", "no-ltm", "no-stm", "no-memory"]
 
@@ -276,7 +276,7 @@ class _Bench:
 
         def reviewer(problem_path: Path, candidate, settings: ReviewSettings, log_dir: Path):
             result = self._pooled_review(problem_path, candidate, settings, log_dir)
-            _add_stages(stages, result.stage_seconds)
+            add_stage_seconds(stages, result.stage_seconds)
             return result
 
         ctx = task_context(
@@ -394,7 +394,7 @@ class _Bench:
         log_dir = self.store.run_dir / "reviews" / safe_name(t.name) / "baseline-compile"
         result = self._pooled_review(t.path, parse_candidate(best.source, self.store.run_dir / best.path), settings,
                                      log_dir)
-        _add_stages(stages, result.stage_seconds)
+        add_stage_seconds(stages, result.stage_seconds)
         if not result.correct or result.compile_ms is None or result.candidate_ms is None:
             return None, None, flags + [f"compile_baseline_failed: {(result.error or 'no timing')[:200]}"]
         return result.compile_ms, result.compile_ms / result.candidate_ms, flags
@@ -410,12 +410,6 @@ class _Bench:
     def _task_id(self, t: BenchTask) -> int | None:
         row = self.store.find_task(self.run_id, t.name)
         return row.id if row else None
-
-
-def _add_stages(stages: dict[str, float], seconds: dict[str, float] | None) -> None:
-    for stage, value in (seconds or {}).items():
-        key = "review_wall" if stage == "wall" else stage
-        stages[key] = stages.get(key, 0.0) + value
 
 
 def _round_text(e: Event) -> str:

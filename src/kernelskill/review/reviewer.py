@@ -72,15 +72,7 @@ def review(
         problem = read_problem(problem)
     device = resolve_device(settings.device)
     backend = settings.backend or candidate.backend
-    base = dict(
-        device=device,
-        backend=backend,
-        problem=str(problem.path),
-        candidate=candidate.filename,
-        settings=settings.model_dump(mode="json", exclude={"timeouts"}),
-        compiled=False,
-        correct=False,
-    )
+    base = _base(problem, candidate, settings, device, backend)
     if candidate.syntax_error:
         return ReviewResult(**base, stage="compile", error_kind="compile_error", error=candidate.syntax_error,
                             compile=CompileResult(ok=False, backend=backend, errors=candidate.syntax_error))
@@ -99,6 +91,12 @@ def review(
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
                          clean_environment(env, interpret=device == "cpu"), reuse=settings.reuse_worker)
     return _compose(base, outcome, settings, log_path, time.perf_counter() - start)
+
+
+def _base(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str) -> dict:
+    """The fields every ReviewResult of this review starts from."""
+    return dict(device=device, backend=backend, problem=str(problem.path), candidate=candidate.filename,
+                settings=settings.model_dump(mode="json", exclude={"timeouts"}), compiled=False, correct=False)
 
 
 def _request(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str) -> dict:
@@ -161,9 +159,7 @@ def prebuild(
     verdict = next((m for m in outcome.messages if m["type"] == "verdict"), None)
     if verdict is None or verdict["kind"] != "compile_error":
         return Prebuilt(seconds)
-    base = dict(device="cuda", backend=backend, problem=str(problem.path), candidate=candidate.filename,
-                settings=settings.model_dump(mode="json", exclude={"timeouts"}), compiled=False, correct=False)
-    result = _compose(base, outcome, settings, log_path, seconds)
+    result = _compose(_base(problem, candidate, settings, "cuda", backend), outcome, settings, log_path, seconds)
     result.stage_seconds = {"compile": outcome.stage_seconds.get("compile", seconds)}
     return Prebuilt(seconds, result)
 

@@ -58,9 +58,6 @@ class WorkerOutcome:
     timed_out: bool = False
     returncode: int | None = None  # set when the worker is gone
     stage_seconds: dict[str, float] = field(default_factory=dict)
-    fresh: bool = True  # a newly started worker (False: a warm one served it)
-    worker_pid: int | None = None
-    reused: bool = False  # the worker went back to the pool afterwards
 
 
 class WorkerProcess:
@@ -104,22 +101,19 @@ class WorkerProcess:
             code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             code = None
-        for f in (self.proc.stdin,):
+        for close in (self.proc.stdin.close, lambda: os.close(self.read_fd)):
             try:
-                f.close()
+                close()
             except OSError:
                 pass
-        try:
-            os.close(self.read_fd)
-        except OSError:
-            pass
         return code
 
     def serve(self, request: dict, timeouts: dict[str, float]) -> WorkerOutcome:
         """Send one review and collect its messages until the worker says it is done, dies, or runs out of time."""
-        outcome = WorkerOutcome(fresh=self.served == 0, worker_pid=self.pid)
+        outcome = WorkerOutcome()
+        # a fresh worker's start-up counts against the load stage's limit
+        stage_started = self.started if self.served == 0 else time.monotonic()
         self.served += 1
-        stage_started = self.started if outcome.fresh else time.monotonic()  # a fresh worker's start-up counts as load
         limit = timeouts["load"]
         if not self.send(request):
             outcome.returncode = self.kill()
@@ -177,7 +171,6 @@ class WorkerPool:
         keep = (reuse and outcome.finished and done.get("reusable") is True and worker.alive()
                 and verdict.get("kind") in REUSABLE_AFTER and worker.served < MAX_REVIEWS_PER_WORKER)
         if keep:
-            outcome.reused = True
             self._put(key, worker)
         else:
             outcome.returncode = worker.kill()

@@ -10,9 +10,10 @@ from kernelskill.store.rows import (
     RunRow,
     TaskRow,
 )
-from kernelskill.store.runstore import DB_NAME, KERNELS_DIR, RunStore, safe_name
+from kernelskill.store.runstore import DB_NAME, KERNELS_DIR, RunStore, add_stage_seconds, safe_name
 
 __all__ = [
+    "add_stage_seconds",
     "DB_NAME",
     "KERNELS_DIR",
     "CandidateRow",

@@ -384,9 +384,7 @@ class RunStore:
                 "SELECT COALESCE(SUM(p.seconds), 0), COUNT(p.seconds) FROM profiles p "
                 "JOIN candidates c ON c.id = p.candidate_id WHERE c.task_id = ?", (task_id,)).fetchone()
         for (text,) in reviews:
-            for stage, seconds in json.loads(text or "{}").items():
-                key = "review_wall" if stage == "wall" else stage
-                totals[key] = totals.get(key, 0.0) + float(seconds)
+            add_stage_seconds(totals, json.loads(text or "{}"))
         if profile_s[1]:
             totals["profile"] = float(profile_s[0])
         return {k: round(v, 3) for k, v in sorted(totals.items())}
@@ -462,6 +460,13 @@ class RunStore:
         with self._read() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [_row(model, row) for row in rows]
+
+
+def add_stage_seconds(totals: dict[str, float], seconds: dict[str, float] | None) -> None:
+    """Add one review's stage seconds into `totals`; its wall clock counts as `review_wall`."""
+    for stage, value in (seconds or {}).items():
+        key = "review_wall" if stage == "wall" else stage
+        totals[key] = totals.get(key, 0.0) + float(value)
 
 
 def _connect(db_path: Path, *, create: bool) -> sqlite3.Connection:

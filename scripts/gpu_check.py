@@ -45,6 +45,8 @@ REVIEW_CASES = [
     ("g03 linear 4096^3, triton", G03, "candidates/g03_linear_bias_relu_4096/triton_ok.py", "correct"),
     ("g01 pointwise 64M, cuda", G01, "candidates/g01_pointwise_chain_64m/cuda_ok.py", "correct"),
     ("p02 row softmax, cuda", "problems/p02_row_softmax.py", "candidates/p02_row_softmax/cuda_ok.py", "correct"),
+    ("p01 gelu chain, cuda split", P01, "candidates/p01_pointwise_gelu_chain/cuda_split_ok.py", "correct"),
+    ("g01 pointwise 64M, cuda split", G01, "candidates/g01_pointwise_chain_64m/cuda_split_ok.py", "correct"),
     ("syntax error", P01, "candidates/broken/syntax_error.py", "compile_error"),
     ("cuda compile error", P01, "candidates/broken/cuda_compile_error.py", "compile_error"),
     ("wrong result", "problems/p02_row_softmax.py", "candidates/broken/wrong_result.py", "mismatch"),
@@ -106,6 +108,8 @@ def fmt(v, spec=".3f"):
 def part_review(out: list) -> None:
     print(f"{'case':32} {'expected':14} {'verdict':14} {'ok':3} {'stage':8} {'build s':>8} {'ref ms':>9} {'cand ms':>9} {'speedup':>8} {'wall s':>7}")
     for label, problem, candidate, expected in REVIEW_CASES:
+        if ONLY and not any(word in label for word in ONLY):
+            continue
         overrides = {"timeouts": StageTimeouts(verify=20)} if "hang" in label else {}
         r, wall = run(problem, candidate, **overrides)
         got = outcome(r)
@@ -204,7 +208,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=["review", "cheats", "noise", "baseline"], action="append", required=True)
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--only", action="append", default=[], help="run only these cheats (by file stem)")
+    parser.add_argument("--only", action="append", default=[], help="cheats: only these (file stem); review: only cases whose label contains this (repeatable)")
     args = parser.parse_args()
     ONLY.update(args.only)
     for part in args.part:

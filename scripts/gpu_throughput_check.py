@@ -179,10 +179,12 @@ def main() -> int:
 
     # 4. plain load_inline vs our build path, cold and cached
     if not args.skip_build_bench:
-        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_bench.py")], capture_output=True, text=True,
-                             env={**os.environ, "KERNELSKILL_CACHE": str(work / "bench-cache")})
+        bench_json = work / "build_bench.json"
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_bench.py"), "--json", str(bench_json)],
+                             capture_output=True, text=True, env={**os.environ, "KERNELSKILL_CACHE": str(work / "bench-cache")})
         print("\n" + out.stdout + out.stderr[-3000:])
-        report["build_bench"] = {"rc": out.returncode, "stdout": out.stdout}
+        table = json.loads(bench_json.read_text())["table"] if bench_json.exists() else []
+        report["build_bench"] = {"rc": out.returncode, "stdout": out.stdout, "table": table}
 
     # targets
     warm = [r for r in report["triton"] if r["worker"] == "warm"]
@@ -193,6 +195,14 @@ def main() -> int:
         "all correct": all(r["correct"] for r in report["triton"] + report["cuda"]) and row["correct"],
         "prebuilt variant compiled from cache (<= 1 s)": row["compile"] is not None and row["compile"] <= 1,
     }
+    if not args.skip_build_bench:
+        table = report["build_bench"]["table"]
+        rows = {(r["style"], r["path"]): r for r in table}
+        styles = sorted({r["style"] for r in table})
+        checks["cuda cold build <= 0.5x plain load_inline, every style"] = bool(styles) and all(
+            (s, "cold") in rows and rows[s, "cold"]["ratio"] <= 0.5 and rows[s, "cold"]["check"] == "ok" for s in styles)
+        checks["cuda build of the same source again <= 1 s, every style"] = bool(styles) and all(
+            (s, "cached") in rows and rows[s, "cached"]["seconds"] <= 1 for s in styles)
     report["checks"] = checks
     print("\nTargets:")
     for name, ok in checks.items():

@@ -40,6 +40,12 @@ def _mount_optional() -> None:
     app.add_typer(memory_app, name="memory", help="The long-term memory: knowledge base and decision policy.")
 
 
+def _mount_cache() -> None:
+    from kernelskill.review.cache_cli import cache_app
+
+    app.add_typer(cache_app, name="cache", help="The CUDA build cache: what it holds, and pruning it.")
+
+
 @app.command(
     epilog=(
         "Examples:\n\n"
@@ -311,6 +317,7 @@ def main() -> None:
     # a polite kill runs the same cleanup as Ctrl-C: workers are killed, nothing is left running
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     _mount_optional()
+    _mount_cache()
     try:
         app()
     except KernelSkillError as exc:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.review import cuda_build
+from kernelskill.review import build_cache, cuda_build
 from kernelskill.review.cuda_check import CudaCompileError
 
 pytestmark = pytest.mark.slow
@@ -168,7 +168,7 @@ def test_a_corrupt_or_unfinished_entry_is_rebuilt(ext):
     # A library that matches its marker but does not import: load_inline rebuilds it rather than trust it.
     first.so_path.write_bytes(b"not a shared object")
     info = json.loads((entry / "build.json").read_text())
-    info["so_sha256"] = cuda_build._file_sha(first.so_path)
+    info["so_sha256"] = build_cache.file_sha(first.so_path)
     (entry / "build.json").write_text(json.dumps(info))
     module = cuda_build.load_inline(**args)
     assert module.scale_add(torch.ones(1), 2.0).item() == 3.0

@@ -5,7 +5,8 @@ then runs ninja; a cold build of a trivial kernel spends most of its ~30 s parsi
 
 - the finished extension is cached under `$KERNELSKILL_CACHE/cuda-build/<key>/`, the key a hash of everything that
   can change the binary, so a source built once (by any worker process) is imported again in well under a second.
-  Builds happen in a temporary sibling folder renamed into place, one at a time per key (`fcntl.flock`);
+  Builds happen in a temporary sibling folder renamed into place, one at a time per key (`fcntl.flock`); the
+  cache's layout, its locks and its pruning are in `build_cache`;
 - the C++ unit (cpp_sources + the pybind11 bindings torch would generate) is compiled with a precompiled
   `<torch/extension.h>`; objects are cached on their own too. The module name derives from the whole extension
   (C++ and CUDA units, flags), because a process never imports two libraries under one name;
@@ -22,7 +23,6 @@ binary is the one torch would link. `scripts/build_bench.py` measures all this a
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import inspect
@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
 
+from kernelskill.review import build_cache
+from kernelskill.review.build_cache import file_sha, flock, touch
 from kernelskill.review.logs import compiler_errors, filter_header_warnings, trim_log
 
 BUILDER_VERSION = "3"  # bump when a change here can change the binary built from the same inputs
@@ -144,8 +146,7 @@ def cuda_variants(cuda_sources, no_implicit_headers: bool = False) -> list[tuple
 
 # --------------------------------------------------------------------------------------------------------- toolchain
 def cache_root() -> Path:
-    root = Path(os.environ.get("KERNELSKILL_CACHE") or Path.home() / ".cache" / "kernelskill")
-    return root / "cuda-build"
+    return build_cache.build_dir()
 
 
 def _sha(*parts) -> str:
@@ -410,30 +411,6 @@ class _Runner:
         return proc.returncode, out, time.perf_counter() - start
 
 
-@contextlib.contextmanager
-def _flock(path: Path, blocking: bool = True):
-    """An exclusive lock held for the block; yields False when `blocking` is off and another process holds it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
-def _file_sha(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _command(argv: list[str]) -> str:
     return "$ " + " ".join(shlex.quote(a) for a in argv)
 
@@ -481,8 +458,9 @@ def prepare_pch(extra_cflags: list[str] | None = None, extra_include_paths: list
                       extra_include_paths=extra_include_paths)
     directory = _pch_dir(plan.pch_flags)
     if _pch_ready(directory):
+        touch(directory / "pch.json")
         return 0.0
-    with _flock(cache_root() / "locks" / f"pch-{directory.name}.lock"):
+    with flock(cache_root() / "locks" / f"pch-{directory.name}.lock"):
         if _pch_ready(directory):
             return 0.0
         ok, seconds, log = _build_pch(directory, plan.pch_flags, _Runner())
@@ -625,10 +603,11 @@ def _cached_object(key: str) -> _Object | None:
     path, meta = _objects_dir() / f"{key}.o", _objects_dir() / f"{key}.json"
     try:
         info = json.loads(meta.read_text())
-        if info["sha256"] != _file_sha(path):
+        if info["sha256"] != file_sha(path):
             return None
     except (OSError, ValueError, KeyError):
         return None
+    touch(meta)  # used now: pruning removes the least recently used first
     return _Object(path, info.get("log", ""), 0.0, True, info.get("pch_used"), 0.0, info.get("notes", []))
 
 
@@ -640,7 +619,7 @@ def _store_object(key: str, built: Path, log: str, pch_used: bool | None, notes:
     shutil.copyfile(built, tmp)
     os.replace(tmp, target)
     meta_tmp = directory / f".{key}.{os.getpid()}.json.tmp"
-    meta_tmp.write_text(json.dumps({"sha256": _file_sha(target), "log": log, "pch_used": pch_used, "notes": notes}))
+    meta_tmp.write_text(json.dumps({"sha256": file_sha(target), "log": log, "pch_used": pch_used, "notes": notes}))
     os.replace(meta_tmp, directory / f"{key}.json")  # written last: an object without it is not trusted
     return target
 
@@ -658,7 +637,7 @@ def compile_unit(unit: Unit, directory: Path, *, runner: _Runner | None = None, 
     if unit.kind == "cpp" and pch_flags is not None:
         pch = _pch_dir(pch_flags)
         if not _pch_ready(pch):
-            with _flock(cache_root() / "locks" / f"pch-{pch.name}.lock", blocking=False) as mine:
+            with flock(cache_root() / "locks" / f"pch-{pch.name}.lock", blocking=False) as mine:
                 if mine and not _pch_ready(pch):
                     ok, pch_seconds, pch_log = _build_pch(pch, pch_flags, runner)
                     if runner.cancelled():
@@ -668,6 +647,7 @@ def compile_unit(unit: Unit, directory: Path, *, runner: _Runner | None = None, 
                 elif not mine:
                     notes.append("the precompiled header was being built by another process: compiled without it")
         if _pch_ready(pch):
+            touch(pch / "pch.json")
             extra = ["-Winvalid-pch", "-H", "-include", str(pch / _PCH_HEADER)]
     if unit.kind == "cuda" and parallel_nvcc and os.path.basename(unit.argv[0]) == "nvcc":  # not through ccache
         argv = [*unit.argv, "-c", unit.filename, "-o", out_name]
@@ -702,7 +682,7 @@ def _object_for(units: list[Unit], directory: Path, runner: _Runner, pch_flags: 
     for i, unit in enumerate(units):
         cached = _cached_object(unit.key)
         if cached is None:
-            with _flock(cache_root() / "locks" / f"obj-{unit.key[:32]}.lock"):
+            with flock(cache_root() / "locks" / f"obj-{unit.key[:32]}.lock"):
                 cached = _cached_object(unit.key)
                 if cached is None:
                     try:
@@ -766,10 +746,11 @@ def _finished(plan: BuildPlan, start: float) -> BuiltExtension | None:
     try:
         info = json.loads((entry / "build.json").read_text())
         so_path = entry / info["so"]
-        if info["key"] != plan.key or info["so_sha256"] != _file_sha(so_path):
+        if info["key"] != plan.key or info["so_sha256"] != file_sha(so_path):
             return None
     except (OSError, ValueError, KeyError):
         return None
+    touch(entry / "build.json")
     return BuiltExtension(plan.name, plan.module_name, plan.key, so_path, True, round(time.perf_counter() - start, 3),
                           {"check": round(time.perf_counter() - start, 3)}, "", info.get("warnings", []),
                           info.get("notes", []), info.get("pch_used"), info.get("cuda_variant"))
@@ -792,7 +773,7 @@ def build_inline(name: str, cpp_sources, cuda_sources=None, functions=None, extr
         found = _finished(plan, start)
         if found is not None:
             return found
-        with _flock(_lock_path(plan)):
+        with flock(_lock_path(plan)):
             found = _finished(plan, start)  # another process may have built it while this one waited
             if found is not None:
                 return found
@@ -860,7 +841,7 @@ def _build(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: 
                                        trim_log(log, max_lines=120))
             (tmp / "build.log").write_text(log)
             info = {"key": plan.key, "name": plan.name, "module_name": plan.module_name, "so": so_name,
-                    "so_sha256": _file_sha(tmp / so_name), "builder": BUILDER_VERSION, "pid": os.getpid(),
+                    "so_sha256": file_sha(tmp / so_name), "builder": BUILDER_VERSION, "pid": os.getpid(),
                     "created": time.time(), "steps": steps, "warnings": warnings, "notes": notes,
                     "pch_used": objects[0].pch_used, "cuda_variant": cuda_variant}
             (tmp / "build.json").write_text(json.dumps(info, indent=1))  # the completion marker
@@ -905,10 +886,10 @@ def _import(built: BuiltExtension, is_python_module: bool):
 def _discard(built: BuiltExtension) -> None:
     """Remove a cached build that does not import, unless another process has replaced it meanwhile."""
     entry = built.so_path.parent
-    with _flock(cache_root() / "locks" / f"{built.key[:32]}.lock"):
+    with flock(cache_root() / "locks" / f"{built.key[:32]}.lock"):
         with contextlib.suppress(OSError, ValueError, KeyError):
             info = json.loads((entry / "build.json").read_text())
-            if info["so_sha256"] == _file_sha(built.so_path):
+            if info["so_sha256"] == file_sha(built.so_path):
                 shutil.rmtree(entry, ignore_errors=True)
 
 

@@ -8,6 +8,7 @@ content, so a source checked once is not compiled again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,13 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # Shared with the builder (cuda_build); callers that catch CudaCompileError from this module keep working.
+from kernelskill.review import build_cache
 from kernelskill.review.cuda_build import CudaCompileError, _bindings, _join
 from kernelskill.review.logs import filter_header_warnings, trim_log
 
 
 def cache_dir() -> Path:
-    root = Path(os.environ.get("KERNELSKILL_CACHE") or Path.home() / ".cache" / "kernelskill")
-    return root / "cuda-check"
+    return build_cache.check_dir()
 
 
 class NotRunnable:
@@ -64,8 +65,10 @@ def check_sources(name: str, cpp_sources="", cuda_sources="", functions=None, ex
     defines = [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
     key = hashlib.sha256(json.dumps([cpp, units, extra_cflags, extra_cuda_cflags, includes]).encode()).hexdigest()[:24]
     cached = cache_dir() / f"{key}.json"
-    if cached.is_file():
-        return {**json.loads(cached.read_text()), "cached": True}
+    with contextlib.suppress(OSError, ValueError):
+        found = json.loads(cached.read_text())
+        build_cache.touch(cached)  # used now: pruning removes the least recently used first
+        return {**found, "cached": True}
 
     nvcc = shutil.which("nvcc")
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
@@ -99,8 +102,7 @@ def check_sources(name: str, cpp_sources="", cuda_sources="", functions=None, ex
         "warnings": filter_header_warnings(log, ("main.cpp", "cuda.cu")),
         "seconds": round(time.perf_counter() - start, 2),
     }
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps(outcome))
+    build_cache.write_atomic(cached, json.dumps(outcome))
     return {**outcome, "cached": False}
 
 

@@ -165,12 +165,17 @@ def prebuild(
 
 
 def prepare_builds() -> threading.Thread:
-    """Build the precompiled <torch/extension.h> in the background, once per machine, torch and compiler: the first
-    CUDA candidates then build in seconds instead of paying for it. A failure is printed; builds then go without it."""
+    """In the background: keep the build cache under its limit (KERNELSKILL_CACHE_MAX_GB), then build the precompiled
+    <torch/extension.h>, once per machine, torch and compiler: the first CUDA candidates then build in seconds instead
+    of paying for it. A failure is printed; builds then go without it."""
 
     def run() -> None:
-        from kernelskill.review import cuda_build
+        from kernelskill.review import build_cache, cuda_build
 
+        try:
+            build_cache.auto_prune()
+        except OSError as exc:  # a cache that cannot be pruned still works
+            print(f"kernelskill: the build cache could not be pruned: {exc}", file=sys.stderr)
         try:
             cuda_build.prepare_pch()
         except Exception as exc:  # noqa: BLE001 - builds still work without the header, only slower

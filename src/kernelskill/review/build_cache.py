@@ -7,7 +7,7 @@ Layout under `$KERNELSKILL_CACHE` (default `~/.cache/kernelskill`):
     cuda-build/pch/<id>/       the precompiled <torch/extension.h>, one per flag set (about 700 MB each)
     cuda-build/locks/          one lock file per key (empty; never removed, see below)
     cuda-build/.tmp-*          a build in progress, or left behind by a killed one
-    cuda-check/<key>.json      results of the CPU compile check
+    cuda-check/<key>.json      CPU compile-check results of versions before the check used the builder
 
 Every use of an entry refreshes its modification time (`touch`), so pruning removes the least recently used first.
 An entry is never removed while its lock is held or when it was used within `IN_USE_S`: a build that has just found
@@ -87,14 +87,6 @@ def touch(path: Path) -> None:
     """Mark an entry as used now (its marker file's modification time); a read-only cache is left as it is."""
     with contextlib.suppress(OSError):
         os.utime(path)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that readers see the old content or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------------------------------ entries

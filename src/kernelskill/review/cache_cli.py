@@ -26,7 +26,7 @@ _KIND_HELP = {
     "extension": "built extensions",
     "object": "compiled objects",
     "pch": "precompiled torch headers",
-    "check": "CPU compile checks",
+    "check": "old compile checks",
     "unfinished": "running or killed builds",
 }
 

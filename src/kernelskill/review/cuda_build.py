@@ -852,7 +852,8 @@ def _build(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: 
             so_path = entry / so_name
         if verbose:
             print(log)
-        return BuiltExtension(plan.name, plan.module_name, plan.key, so_path, False,
+        compiled_from_cache = not link and all(o.cached for o in objects)  # a compile check seen before
+        return BuiltExtension(plan.name, plan.module_name, plan.key, so_path, compiled_from_cache,
                               round(time.perf_counter() - start, 3), steps, log, warnings, notes,
                               objects[0].pch_used, cuda_variant)
     finally:

@@ -176,6 +176,29 @@ def test_a_corrupt_or_unfinished_entry_is_rebuilt(ext):
     assert any("did not import" in note for note in cuda_build.BUILDS[-1].notes)
 
 
+def test_an_object_pruned_between_lookup_and_link_is_compiled_again(ext, monkeypatch):
+    """`kernelskill cache prune` in another process may remove a cached object after a build has found it: the
+    link then fails for want of the file, which is not the candidate's fault. The build compiles it again."""
+    import torch
+
+    args = dict(name="ks_test_scale_add", cpp_sources=SOURCE, functions=FUNCTIONS, extra_ldflags=_unique_ldflags())
+    first = cuda_build.build_inline(**args)
+    shutil.rmtree(first.so_path.parent)  # the library is gone; its object is in the object cache
+    real, pruned = cuda_build._cached_object, []
+
+    def found_then_pruned(key):
+        obj = real(key)
+        if obj is not None and not pruned:
+            obj.path.unlink()
+            pruned.append(key)
+        return obj
+
+    monkeypatch.setattr(cuda_build, "_cached_object", found_then_pruned)
+    module = cuda_build.load_inline(**args)
+    assert pruned and module.scale_add(torch.ones(1), 2.0).item() == 3.0
+    assert not cuda_build.BUILDS[-1].cache_hit and "cpp" in cuda_build.BUILDS[-1].steps  # compiled again
+
+
 def test_a_cpp_compile_error_names_the_line(pch_seconds):
     source = "torch::Tensor scale_add(torch::Tensor x, double s) {\n  return x * undeclared_scale;\n}"
     with pytest.raises(CudaCompileError) as info:
@@ -283,7 +306,6 @@ def test_a_compile_error_in_a_core_unit_keeps_torch_line_numbers(pch_seconds):
     assert 'cuda.cu(8): error: expected a ";"' in str(info.value)  # as in the unit torch would compile
 
 
-@pytest.mark.all_cuda_checks
 @needs_nvcc
 def test_a_core_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_path):
     source = CUDA_WRAPPER + "\ntorch::Tensor relu(torch::Tensor x) { return torch::relu(x); }\n"
@@ -313,7 +335,6 @@ def test_arch_flags():
         cuda_build.arch_flags("hopper", [])
 
 
-@pytest.mark.all_cuda_checks
 @needs_nvcc
 def test_a_narrowed_cuda_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_path):
     # No torch mention, so it is first compiled without torch's headers, where std::vector is undeclared.

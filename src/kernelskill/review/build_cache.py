@@ -243,6 +243,11 @@ def _remove(entry: Entry) -> None:
                 path.unlink()
 
 
+def _last_used_now(entry: Entry) -> float:
+    marker = {"extension": "build.json", "pch": "pch.json"}.get(entry.kind)
+    return _mtime(entry.paths[0] / marker if marker else entry.paths[0])
+
+
 def prune(max_bytes: int | None = None, older_than_s: float | None = None, dry_run: bool = False,
           now: float | None = None) -> PruneReport:
     """Remove entries unused for `older_than_s`, then the least recently used ones until the cache holds at most
@@ -264,6 +269,9 @@ def prune(max_bytes: int | None = None, older_than_s: float | None = None, dry_r
         with contextlib.ExitStack() as stack:
             if entry.lock is not None and not stack.enter_context(flock(entry.lock, blocking=False)):
                 report.kept_in_use.append({**entry.to_dict(), "why": "locked by a build"})
+                continue
+            if entry.kind != "unfinished" and _last_used_now(entry) > entry.last_used:  # used since it was listed
+                report.kept_in_use.append({**entry.to_dict(), "why": "used while pruning"})
                 continue
             if not dry_run:
                 try:

@@ -589,6 +589,10 @@ def _diagnostics(output: str) -> str:
     return "\n".join(line for line in output.splitlines() if not line.startswith(("#$ ", "$ ", "[nvcc phases")))
 
 
+class _ObjectVanished(Exception):
+    """A cached object was removed (by `kernelskill cache prune` in another process) between lookup and link."""
+
+
 class _UnitFailed(Exception):
     def __init__(self, unit: Unit, output: str, log: str) -> None:
         super().__init__(unit.filename)
@@ -777,8 +781,16 @@ def build_inline(name: str, cpp_sources, cuda_sources=None, functions=None, extr
             found = _finished(plan, start)  # another process may have built it while this one waited
             if found is not None:
                 return found
-            return _build(plan, start, pch, parallel_nvcc, link, verbose)
-    return _build(plan, start, pch, parallel_nvcc, link, verbose)
+            return _build_retrying(plan, start, pch, parallel_nvcc, link, verbose)
+    return _build_retrying(plan, start, pch, parallel_nvcc, link, verbose)
+
+
+def _build_retrying(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: bool,
+                    verbose: bool) -> BuiltExtension:
+    try:
+        return _build(plan, start, pch, parallel_nvcc, link, verbose)
+    except _ObjectVanished:
+        return _build(plan, start, pch, parallel_nvcc, link, verbose)  # the objects are compiled afresh now
 
 
 def _build(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: bool, verbose: bool) -> BuiltExtension:
@@ -837,6 +849,8 @@ def _build(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: 
             steps["link"] = round(seconds, 3)
             log += f"\n{_command(argv)}\n{out}"
             if code != 0:
+                if any(not o.path.exists() for o in objects):  # pruned from the object cache meanwhile: not the
+                    raise _ObjectVanished(plan.name)            # candidate's fault, compile again
                 raise CudaCompileError(f"extension {plan.name!r}: linking failed:\n" + compiler_errors(out),
                                        trim_log(log, max_lines=120))
             (tmp / "build.log").write_text(log)

@@ -306,6 +306,7 @@ def test_a_compile_error_in_a_core_unit_keeps_torch_line_numbers(pch_seconds):
     assert 'cuda.cu(8): error: expected a ";"' in str(info.value)  # as in the unit torch would compile
 
 
+@pytest.mark.all_cuda_checks  # compiles as torch does, with all of <torch/types.h>: 1-2 minutes on CI
 @needs_nvcc
 def test_a_core_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_path):
     source = CUDA_WRAPPER + "\ntorch::Tensor relu(torch::Tensor x) { return torch::relu(x); }\n"
@@ -335,6 +336,7 @@ def test_arch_flags():
         cuda_build.arch_flags("hopper", [])
 
 
+@pytest.mark.all_cuda_checks  # compiles as torch does, with all of <torch/types.h>: 1-2 minutes on CI
 @needs_nvcc
 def test_a_narrowed_cuda_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_path):
     # No torch mention, so it is first compiled without torch's headers, where std::vector is undeclared.

@@ -45,7 +45,7 @@ def checking_load_inline(name, cpp_sources="", cuda_sources=None, functions=None
                          with_pytorch_error_handling=with_pytorch_error_handling,
                          no_implicit_headers=no_implicit_headers, arch=_arch(), link=False)
     checking_load_inline.calls.append({"name": name, "ok": True, "seconds": built.seconds,
-                                       "cached": built.cache_hit, "warnings": built.warnings,
+                                       "cache_hit": built.cache_hit, "warnings": built.warnings,
                                        "cuda_variant": built.cuda_variant, "notes": built.notes})
     return NotRunnable(name)
 

@@ -308,7 +308,7 @@ class Worker:
         if checked_only:
             calls = cuda_check.checking_load_inline.calls
             compile_info["warnings"] = [w for c in calls for w in c["warnings"]]
-            compile_info["builds"] = [{k: c[k] for k in ("name", "cached", "seconds", "cuda_variant", "notes")}
+            compile_info["builds"] = [{k: c[k] for k in ("name", "cache_hit", "seconds", "cuda_variant", "notes")}
                                       for c in calls]
             compile_info["duration_s"] = round(time.perf_counter() - start, 3)
             self.update(compiled=True, compile=compile_info, flags=["cuda_not_run_on_cpu"])

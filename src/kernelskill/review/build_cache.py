@@ -59,6 +59,22 @@ def locks_dir() -> Path:
     return build_dir() / "locks"
 
 
+# The one naming of the lock files: the builder takes these locks and pruning respects them.
+def extension_lock(key: str) -> Path:
+    """Guards `cuda-build/<key[:32]>/`, a finished extension."""
+    return locks_dir() / f"{key[:32]}.lock"
+
+
+def object_lock(key: str) -> Path:
+    """Guards `cuda-build/obj/<key>.o` and its `.json`."""
+    return locks_dir() / f"obj-{key[:32]}.lock"
+
+
+def pch_lock(name: str) -> Path:
+    """Guards `cuda-build/pch/<name>/`, a precompiled header."""
+    return locks_dir() / f"pch-{name}.lock"
+
+
 @contextlib.contextmanager
 def flock(path: Path, blocking: bool = True):
     """An exclusive lock held for the block; yields False when `blocking` is off and another process holds it."""
@@ -142,7 +158,7 @@ def entries() -> list[Entry]:
                 found.append(Entry("unfinished", path.name, [path], _size(path), used))
             elif path.is_dir() and _EXTENSION_DIR.match(path.name):
                 found.append(Entry("extension", path.name, [path], _size(path), _mtime(path / "build.json"),
-                                   locks_dir() / f"{path.name}.lock"))
+                                   extension_lock(path.name)))
     objects = build / "obj"
     if objects.is_dir():
         for path in sorted(objects.iterdir()):
@@ -151,14 +167,14 @@ def entries() -> list[Entry]:
             elif path.suffix == ".o":
                 meta = path.with_suffix(".json")
                 found.append(Entry("object", path.stem, [meta, path], _size(path) + _size(meta), _mtime(meta),
-                                   locks_dir() / f"obj-{path.stem[:32]}.lock"))
+                                   object_lock(path.stem)))
             elif path.suffix == ".json" and not path.with_suffix(".o").exists():
                 found.append(Entry("object", path.stem, [path], _size(path), 0.0))
     pch = build / "pch"
     if pch.is_dir():
         for path in sorted(p for p in pch.iterdir() if p.is_dir()):
             found.append(Entry("pch", path.name, [path], _size(path), _mtime(path / "pch.json"),
-                               locks_dir() / f"pch-{path.name}.lock"))
+                               pch_lock(path.name)))
     checks = check_dir()
     if checks.is_dir():
         for path in sorted(checks.iterdir()):
@@ -243,6 +259,11 @@ def _remove(entry: Entry) -> None:
                 path.unlink()
 
 
+def _left_behind(entry: Entry, now: float) -> bool:
+    """What a killed build or an interrupted removal left: always removable."""
+    return entry.kind == "unfinished" and (entry.name.startswith(".trash-") or now - entry.last_used > STALE_TMP_S)
+
+
 def _last_used_now(entry: Entry) -> float:
     marker = {"extension": "build.json", "pch": "pch.json"}.get(entry.kind)
     return _mtime(entry.paths[0] / marker if marker else entry.paths[0])
@@ -258,7 +279,7 @@ def prune(max_bytes: int | None = None, older_than_s: float | None = None, dry_r
     total = sum(e.bytes for e in found)
     report = PruneReport(str(root()), dry_run, total, total)
     for entry in found:
-        stale_tmp = entry.kind == "unfinished" and (entry.name.startswith(".trash-") or now - entry.last_used > STALE_TMP_S)
+        stale_tmp = _left_behind(entry, now)
         too_old = older_than_s is not None and now - entry.last_used > older_than_s and entry.kind != "unfinished"
         too_big = max_bytes is not None and report.bytes_after > max_bytes and entry.kind != "unfinished"
         if not (stale_tmp or too_old or too_big):
@@ -328,10 +349,8 @@ def auto_prune() -> PruneReport | None:
         return None
     if limit is None:
         return None
-    found = entries()
-    stale = any(e.kind == "unfinished" and (e.name.startswith(".trash-") or time.time() - e.last_used > STALE_TMP_S)
-                for e in found)
-    if sum(e.bytes for e in found) <= limit and not stale:
+    found, now = entries(), time.time()
+    if sum(e.bytes for e in found) <= limit and not any(_left_behind(e, now) for e in found):
         return None
     report = prune(max_bytes=int(limit * AUTO_PRUNE_TO))
     if report.removed:

@@ -122,8 +122,7 @@ def prune(
             console.print(f"kept    {entry['kind']:10} {entry['name']}  ({entry['why']})", soft_wrap=True)
         for error in report.errors:
             console.print(f"[red]could not remove[/] {error}", soft_wrap=True)
-        after = report.bytes_before - sum(e["bytes"] for e in report.removed)
-        console.print(f"{report.root}: {_mib(report.bytes_before)} -> {_mib(after)} ({verb} {len(report.removed)} "
-                      f"entries)", soft_wrap=True)
+        console.print(f"{report.root}: {_mib(report.bytes_before)} -> {_mib(report.bytes_after)} ({verb} "
+                      f"{len(report.removed)} entries)", soft_wrap=True)
     if report.errors:
         raise typer.Exit(1)

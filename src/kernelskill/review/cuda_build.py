@@ -460,7 +460,7 @@ def prepare_pch(extra_cflags: list[str] | None = None, extra_include_paths: list
     if _pch_ready(directory):
         touch(directory / "pch.json")
         return 0.0
-    with flock(cache_root() / "locks" / f"pch-{directory.name}.lock"):
+    with flock(build_cache.pch_lock(directory.name)):
         if _pch_ready(directory):
             return 0.0
         ok, seconds, log = _build_pch(directory, plan.pch_flags, _Runner())
@@ -641,7 +641,7 @@ def compile_unit(unit: Unit, directory: Path, *, runner: _Runner | None = None, 
     if unit.kind == "cpp" and pch_flags is not None:
         pch = _pch_dir(pch_flags)
         if not _pch_ready(pch):
-            with flock(cache_root() / "locks" / f"pch-{pch.name}.lock", blocking=False) as mine:
+            with flock(build_cache.pch_lock(pch.name), blocking=False) as mine:
                 if mine and not _pch_ready(pch):
                     ok, pch_seconds, pch_log = _build_pch(pch, pch_flags, runner)
                     if runner.cancelled():
@@ -686,7 +686,7 @@ def _object_for(units: list[Unit], directory: Path, runner: _Runner, pch_flags: 
     for i, unit in enumerate(units):
         cached = _cached_object(unit.key)
         if cached is None:
-            with flock(cache_root() / "locks" / f"obj-{unit.key[:32]}.lock"):
+            with flock(build_cache.object_lock(unit.key)):
                 cached = _cached_object(unit.key)
                 if cached is None:
                     try:
@@ -740,10 +740,6 @@ def _entry(plan: BuildPlan) -> Path:
     return cache_root() / plan.key[:32]
 
 
-def _lock_path(plan: BuildPlan) -> Path:
-    return cache_root() / "locks" / f"{plan.key[:32]}.lock"
-
-
 def _finished(plan: BuildPlan, start: float) -> BuiltExtension | None:
     """The cached build, when its completion marker is there and the library matches it."""
     entry = _entry(plan)
@@ -777,7 +773,7 @@ def build_inline(name: str, cpp_sources, cuda_sources=None, functions=None, extr
         found = _finished(plan, start)
         if found is not None:
             return found
-        with flock(_lock_path(plan)):
+        with flock(build_cache.extension_lock(plan.key)):
             found = _finished(plan, start)  # another process may have built it while this one waited
             if found is not None:
                 return found
@@ -901,7 +897,7 @@ def _import(built: BuiltExtension, is_python_module: bool):
 def _discard(built: BuiltExtension) -> None:
     """Remove a cached build that does not import, unless another process has replaced it meanwhile."""
     entry = built.so_path.parent
-    with flock(cache_root() / "locks" / f"{built.key[:32]}.lock"):
+    with flock(build_cache.extension_lock(built.key)):
         with contextlib.suppress(OSError, ValueError, KeyError):
             info = json.loads((entry / "build.json").read_text())
             if info["so_sha256"] == file_sha(built.so_path):

@@ -22,6 +22,16 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 
+RULES_HELP = ("strict (default): also reject try/except fallbacks, global backend switches (cudnn.benchmark, TF32), "
+              "no kernel of its own and re-running the reference's operators; kernelbench: the verdict "
+              "KernelBench's harness would give, those kept as flags. Real cheats fail under both.")
+
+
+def _rules(value: str) -> str:
+    if value not in ("strict", "kernelbench"):
+        raise KernelSkillError(f"--rules must be strict or kernelbench, not {value!r}")
+    return value
+
 
 @app.callback()
 def _root() -> None:
@@ -41,9 +51,12 @@ def _mount_optional() -> None:
 
 
 def _mount_cache() -> None:
+    from kernelskill.bench.corpus import corpus_app
     from kernelskill.review.cache_cli import cache_app
 
     app.add_typer(cache_app, name="cache", help="The CUDA build cache: what it holds, and pruning it.")
+    app.add_typer(corpus_app, name="corpus", help="Published kernels (CUDA-L1, KernelBench solutions) as a corpus "
+                  "that --model corpus:DIR serves as seeds.")
 
 
 @app.command(
@@ -68,6 +81,7 @@ def review(
     no_timing: bool = typer.Option(False, "--no-timing", help="Verify only."),
     baseline: Optional[str] = typer.Option(None, help="'compile' also times torch.compile(Model)."),
     allow_torch_ops: bool = typer.Option(False, "--allow-torch-ops", help="Accept candidates whose work is done by PyTorch ops."),
+    rules: str = typer.Option("strict", help=RULES_HELP),
     compile_timeout: float = typer.Option(600, help="Seconds allowed for building the candidate."),
     verify_timeout: float = typer.Option(300, help="Seconds allowed for all correctness trials."),
     time_timeout: float = typer.Option(600, help="Seconds allowed for timing."),
@@ -88,7 +102,7 @@ def review(
         raise KernelSkillError(f"--baseline takes only 'compile', not {baseline!r}")
     settings = ReviewSettings(
         device=device, backend=backend, trials=trials, atol=atol, rtol=rtol, warmup=warmup, iters=iters,
-        timing=not no_timing, baseline=baseline, allow_torch_ops=allow_torch_ops,
+        timing=not no_timing, baseline=baseline, allow_torch_ops=allow_torch_ops, rules=_rules(rules),
         timeouts=StageTimeouts(compile=compile_timeout, verify=verify_timeout, time=time_timeout),
     )
     from kernelskill.problem import read_problem
@@ -146,6 +160,7 @@ def optimize(
     warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls before timing (default 25 CUDA, 2 CPU)."),
     allow_torch_ops: bool = typer.Option(False, "--allow-torch-ops", help="Accept kernels whose work is done by "
                                          "PyTorch ops."),
+    rules: str = typer.Option("strict", help=RULES_HELP),
     out: Optional[Path] = typer.Option(None, help="Run folder (default runs/<problem>-<time>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the interrupted run in --out."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end instead of the summary."),
@@ -173,7 +188,7 @@ def optimize(
         loop=LoopSettings(seeds=seeds, rounds=rounds, rt=rt, at=at, long_term_memory=not no_long_term_memory,
                           short_term_memory=not no_short_term_memory, max_repairs=max_repairs, profile=profile),
         review=ReviewSettings(device=device, trials=trials, iters=iters, warmup=warmup,
-                              allow_torch_ops=allow_torch_ops),
+                              allow_torch_ops=allow_torch_ops, rules=_rules(rules)),
         budget=Budget(max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
     )
     client = make_client(model, base_url)  # a missing key or a malformed model string fails before any work
@@ -237,6 +252,7 @@ def bench(
     trials: int = typer.Option(5, min=1, help="Correctness trials per candidate."),
     iters: Optional[int] = typer.Option(None, min=1, help="Timed calls per candidate."),
     warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls per candidate."),
+    rules: str = typer.Option("strict", help=RULES_HELP + " results.json reports success under both."),
     out: Optional[Path] = typer.Option(None, help="Run folder (default runs/bench-<time>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out: finished tasks are skipped."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every round of every task."),
@@ -273,7 +289,7 @@ def bench(
         backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation, baseline=baseline, out=out,
         resume=resume, ray=ray,
         loop=LoopSettings(seeds=seeds, rounds=rounds, profile=profile),
-        review=ReviewSettings(device=device, trials=trials, iters=iters, warmup=warmup),
+        review=ReviewSettings(device=device, trials=trials, iters=iters, warmup=warmup, rules=_rules(rules)),
         budget=Budget(max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
     )
     client = make_client(model, base_url)

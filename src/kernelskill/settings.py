@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Device = Literal["auto", "cuda", "cpu"]
+Rules = Literal["strict", "kernelbench"]
 Backend = Literal["triton", "cuda"]
 
 
@@ -57,6 +58,12 @@ class ReviewSettings(BaseModel):
     timing: bool = True
     baseline: Literal["compile"] | None = None
     allow_torch_ops: bool = False
+    rules: Rules = Field(
+        "strict",
+        description="strict: also reject what hides work from the measurement or leans on PyTorch (try/except "
+        "fallbacks, global backend switches, no kernel of its own, re-running the reference's operators); "
+        "kernelbench: the verdict KernelBench's harness would give, those violations kept as flags",
+    )
     order: Literal["random", "reference_first", "candidate_first"] = Field(
         "random", description="which side runs first in each trial; random (a coin per trial) unless debugging"
     )

@@ -358,3 +358,61 @@ def test_extensions_that_differ_only_outside_the_cpp_unit_are_distinct_modules()
     second = cuda_build.load_inline("m2", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=8192"])
     assert first is not second and first.__file__ != second.__file__
     assert first.marker() != second.marker()
+
+
+# ----------------------------------------------------------------------------------- load_inline's argument forms
+def test_every_load_inline_argument_form_builds(ext, tmp_path):
+    # KernelBench's prompt example passes extra_cflags=[''] / extra_ldflags=['']: torch's ninja file drops blank
+    # flags, so must we (the compiler was handed '' as an input file before).
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "ks_forms.h").write_text("constexpr int KS_OFFSET = 2;\n")
+    module = cuda_build.load_inline(
+        "ks_test_forms",
+        ['#include "ks_forms.h"', "torch::Tensor offset(torch::Tensor x) { return x + KS_OFFSET + KS_FORM; }"],
+        functions={"offset": "x + 5"},
+        extra_cflags=["", "   ", " -O2 -DKS_FORM=3 "],
+        extra_ldflags=["", *_unique_ldflags()],
+        extra_include_paths=[str(inc)],
+        build_directory=str(tmp_path / "ignored"),
+        verbose=True, with_cuda=False, keep_intermediates=False, use_pch=True, is_python_module=True,
+    )
+    import torch
+
+    assert module.offset(torch.zeros(2)).tolist() == [5.0, 5.0]
+    assert module.offset.__doc__.startswith("offset(") or "x + 5" in (module.offset.__doc__ or "")
+
+
+def test_a_library_that_registers_ops_loads_without_a_python_module(ext):
+    import torch
+
+    source = ("torch::Tensor ks_twice(torch::Tensor x) { return x * 2; }\n"
+              "TORCH_LIBRARY(ks_forms_ops, m) { m.def(\"twice\", &ks_twice); }")
+    path = cuda_build.load_inline("ks_test_ops", source, is_python_module=False, extra_ldflags=[""])
+    assert isinstance(path, str) and path.endswith(".so")
+    assert torch.ops.ks_forms_ops.twice(torch.ones(3)).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_torch_builds_what_this_builder_fails_on_outside_the_candidates_code(ext, monkeypatch, tmp_path):
+    # Whatever goes wrong in this builder (here: made to fail) must not fail a candidate that torch would build.
+    def broken(**kwargs):
+        raise CudaCompileError("extension: linking failed:\nc++: error: some builder bug", "log", in_own_code=False)
+
+    monkeypatch.setattr(cuda_build, "build_inline", broken)
+    module = cuda_build.load_inline("ks_test_fallback", SOURCE, functions=FUNCTIONS, extra_cflags=[""])
+    import torch
+
+    assert module.scale_add(torch.ones(2), 2.0).tolist() == [3.0, 3.0]
+    assert cuda_build.BUILDS[-1].cuda_variant == "torch"
+    assert "built by torch's own load_inline" in cuda_build.BUILDS[-1].notes[0]
+
+
+def test_an_error_in_the_candidates_own_code_is_not_built_twice(ext, monkeypatch):
+    def torch_must_not_run(*args, **kwargs):
+        raise AssertionError("torch's load_inline was called for an error in the candidate's own lines")
+
+    monkeypatch.setattr(cuda_build, "_torch_load_inline", lambda: torch_must_not_run)
+    with pytest.raises(CudaCompileError) as info:
+        cuda_build.load_inline("ks_test_own_error", "int broken( { return 1; }", functions=[],
+                               extra_ldflags=_unique_ldflags())
+    assert info.value.in_own_code and "main.cpp" in str(info.value)

@@ -54,7 +54,9 @@ def test_honest_candidates_pass_static_checks():
 @pytest.mark.parametrize("snippet,rule", [
     ("import torch\ntorch.allclose = None", "static:monkey-patch"),
     ("import torch\nsetattr(torch, 'isclose', None)", "static:monkey-patch"),
-    ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True", "static:monkey-patch"),
+    ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True", "static:backend-flags"),
+    ("import torch\nsetattr(torch.backends.cudnn, 'benchmark', True)", "static:backend-flags"),
+    ("import torch\ntorch.set_float32_matmul_precision('high')", "static:backend-flags"),
     ("import time\ntime.perf_counter = lambda: 0.0", "static:monkey-patch"),
     ("import sys\nf = sys._getframe(1)", "static:frame-access"),
     ("import sys\nm = sys.modules['kernelskill_problem']", "static:frame-access"),

@@ -376,15 +376,27 @@ class _Bench:
             if self.request.baseline == "compile":
                 compile_ms, vs_compile, flags = self._compile_baseline(t, best, flags, stages)
         cost = totals["cost_usd"] if totals["calls"] > totals["unpriced_calls"] else None
+        strict, kernelbench = self._success_by_rules(task_id)
         return TaskResult(
             name=t.name, level=t.level, index=t.index, problem=str(t.path), task_id=task_id,
             verdict="correct" if best is not None else (state.history[-1].verdict if state.history else None),
             status="running" if interrupted else "finished", reason=state.ended, success=best is not None,
+            success_strict=strict, success_kernelbench=kernelbench,
             best_speedup=state.speedup_of(best), best_ms=best.ms if best else None, eager_ms=eager_ms,
             compile_ms=compile_ms, speedup_vs_compile=vs_compile, best_path=best_path, flags=flags,
             rounds_run=state.round, rounds_to_best=rounds_to_best, llm_calls=totals["calls"],
             tokens=totals["tokens"], cost_usd=cost, history=[h.model_dump(mode="json") for h in state.history],
         )
+
+    def _success_by_rules(self, task_id: int) -> tuple[bool | None, bool | None]:
+        """Whether any kernel of the task was correct under strict and under kernelbench rules (None, None when no
+        review recorded its policy verdicts)."""
+        policies = [r.result.get("policy") for c in self.store.candidates(task_id)
+                    if (r := self.store.review_of(c.id)) is not None]
+        policies = [p for p in policies if p]
+        if not policies:
+            return None, None
+        return any(p["correct_strict"] for p in policies), any(p["correct_kernelbench"] for p in policies)
 
     def _compile_baseline(self, t: BenchTask, best, flags: list[str], stages: dict[str, float]):
         """One more review of the best kernel, also timing torch.compile(Model) the same way."""

@@ -7,6 +7,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from kernelskill.llm.accounting import Price
 from kernelskill.llm.base import LLMAuthError, LLMClient, LLMError, Secret
@@ -22,6 +23,7 @@ accepted model forms:
   anthropic/<name>   Anthropic, e.g. anthropic/claude-sonnet-4-20250514
   replay:<path>      replay recorded replies: a transcript file, or a run folder (its transcript.jsonl),
                      e.g. replay:runs/gelu-20261129-101500
+  corpus:<dir>       published kernels as seeds (`kernelskill corpus import`), e.g. with bench --rounds 0
   fake:              a scripted fake model, for tests"""
 
 
@@ -69,6 +71,15 @@ def make_client(
     if not model or not model.strip():
         raise LLMError(no_model_message())
     model = model.strip()
+    if model.startswith("corpus:"):
+        if base_url:
+            raise LLMError(f"--base-url applies only to openai/ and anthropic/ models, not to {model!r}")
+        path = model.removeprefix("corpus:")
+        if not path:
+            raise LLMError(f"corpus: needs a corpus folder, e.g. corpus:corpora/cuda-l1-h100\n{ACCEPTED_FORMS}")
+        from kernelskill.llm.corpus import CorpusClient
+
+        return CorpusClient(Path(path))
     if model.startswith(("replay:", "fake:")):
         if base_url:
             raise LLMError(f"--base-url applies only to openai/ and anthropic/ models, not to {model!r}")
@@ -81,8 +92,6 @@ def make_client(
         path = model.removeprefix("replay:")
         if not path:
             raise LLMError(f"replay: needs a transcript path, e.g. replay:runs/transcript.jsonl\n{ACCEPTED_FORMS}")
-        from pathlib import Path
-
         if Path(path).is_dir():  # a run folder: replay the transcript it recorded
             path = str(Path(path) / "transcript.jsonl")
         return ReplayClient(path)

@@ -51,6 +51,9 @@ class Metrics(BaseModel):
     tasks: int
     solved: int  # tasks with a correct kernel
     success: float  # solved / tasks (0..1)
+    # success under each rule set (tasks that record both verdicts; None when none does)
+    success_strict: float | None = None
+    success_kernelbench: float | None = None
     speedup_mean: float | None  # mean best_speedup over the tasks with a correct kernel: the paper's Speedup
     speedup_mean_all: float  # mean over all tasks, a task without a correct kernel counting 1.0
     speedup_geomean: float | None
@@ -78,6 +81,8 @@ def compute_metrics(tasks: Sequence[TaskResult]) -> Metrics:
         tasks=n,
         solved=len(solved),
         success=_share(len(solved), n),
+        success_strict=_rule_share(tasks, "success_strict"),
+        success_kernelbench=_rule_share(tasks, "success_kernelbench"),
         speedup_mean=_mean(speedups),
         speedup_mean_all=(sum(speedups) + (n - len(solved)) * 1.0) / n if n else 1.0,
         speedup_geomean=_geomean(speedups),
@@ -110,6 +115,11 @@ def _compile_metrics(tasks: Sequence[TaskResult]) -> CompileMetrics | None:
         compile_vs_eager_mean=_mean(gains),
         compile_vs_eager_geomean=_geomean(gains),
     )
+
+
+def _rule_share(tasks: Sequence[TaskResult], field: str) -> float | None:
+    values = [getattr(t, field) for t in tasks if getattr(t, field) is not None]
+    return _share(sum(values), len(tasks)) if values else None
 
 
 def _share(count: int, total: int) -> float:

@@ -35,7 +35,10 @@ class TaskResult(BaseModel):
     problem: str  # path of the problem file
     status: TaskStatus
     reason: str | None = None  # why it failed or stopped early
-    success: bool  # a correct kernel was found
+    success: bool  # a correct kernel was found (under the run's --rules)
+    # the same under each rule set, from every review of the task (one run gives both verdicts); None: not recorded
+    success_strict: bool | None = None
+    success_kernelbench: bool | None = None
     # "correct" with a correct kernel; else the verdict of the task's last kernel ("mismatch", "compile_error" …),
     # "no_candidate", or None for a task that never ran (pending, or failed before its first kernel)
     verdict: str | None = None

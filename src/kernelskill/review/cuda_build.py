@@ -45,6 +45,7 @@ from pathlib import Path
 
 from kernelskill.review import build_cache
 from kernelskill.review.build_cache import file_sha, flock, touch
+from kernelskill.review.inline_args import InlineArgs, _torch_load_inline, bind, split_flags
 from kernelskill.review.logs import compiler_errors, filter_header_warnings, trim_log
 
 BUILDER_VERSION = "3"  # bump when a change here can change the binary built from the same inputs
@@ -52,11 +53,21 @@ OWN_FILES = ("main.cpp", "cuda.cu")
 
 
 class CudaCompileError(Exception):
-    """The candidate's CUDA or C++ sources do not compile. The message leads with the compiler's errors."""
+    """The candidate's CUDA or C++ sources do not compile. The message leads with the compiler's errors.
 
-    def __init__(self, message: str, log: str) -> None:
+    `in_own_code`: the compiler's errors point at the candidate's own lines (main.cpp, cuda.cu), so torch's
+    load_inline, which compiles the same text with the same flags, fails the same way. Any other failure (a link
+    error, a flag the compiler refuses, an error inside a header, a library that does not import) may be this
+    builder's, and `load_inline` then builds the candidate with torch's own function before giving a verdict.
+    """
+
+    def __init__(self, message: str, log: str, in_own_code: bool = False) -> None:
         super().__init__(message)
         self.log = log
+        self.in_own_code = in_own_code
+
+
+_OWN_ERROR = re.compile(r"\b(main\.cpp|cuda\.cu)(:\d+|\(\d+\)).*\berror\b", re.IGNORECASE)
 
 
 # ----------------------------------------------------------------------------------------------------------- sources
@@ -318,9 +329,9 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
                extra_ldflags=None, extra_include_paths=None, with_cuda: bool | None = None,
                with_pytorch_error_handling: bool = True, no_implicit_headers: bool = False,
                arch: str | list[str] | None = None) -> BuildPlan:
-    extra_cflags = [f.strip() for f in extra_cflags or []]
-    extra_cuda_cflags = [f.strip() for f in extra_cuda_cflags or []]
-    extra_ldflags = [f.strip() for f in extra_ldflags or []]
+    # as torch's ninja file reads them: blank flags vanish, "-O3 -lineinfo" is two flags
+    extra_cflags, extra_cuda_cflags = split_flags(extra_cflags), split_flags(extra_cuda_cflags)
+    extra_ldflags = split_flags(extra_ldflags)
     has_cuda = bool(_join(cuda_sources).strip())
     with_cuda = has_cuda if with_cuda is None else with_cuda
     facts = _torch_facts()
@@ -824,8 +835,10 @@ def _build(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: 
         if first_failure:
             failed = first_failure[0]
             label = "CUDA sources (cuda.cu, nvcc)" if failed.unit.kind == "cuda" else "C++ sources (main.cpp)"
+            diagnostics = _diagnostics(failed.output)
             raise CudaCompileError(f"extension {plan.name!r}: the {label} failed to compile:\n"
-                                   + compiler_errors(_diagnostics(failed.output)), trim_log(failed.log, max_lines=120))
+                                   + compiler_errors(diagnostics), trim_log(failed.log, max_lines=120),
+                                   in_own_code=bool(_OWN_ERROR.search(diagnostics)))
         objects = [results[kind][1] for kind, _ in jobs]
         log = "\n".join(o.log for o in objects if not o.cached)
         notes = [n for o in objects for n in o.notes] + [
@@ -912,42 +925,63 @@ def _demangle(text: str) -> str:
     return f" (demangled: {out})" if out and out not in symbols else ""
 
 
-def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None, extra_cuda_cflags=None,
-                extra_ldflags=None, extra_include_paths=None, build_directory=None, verbose=False, with_cuda=None,
-                is_python_module=True, with_pytorch_error_handling=True, keep_intermediates=True, use_pch=False,
-                no_implicit_headers=False, **unused):
-    """Stands in for torch.utils.cpp_extension.load_inline: same arguments, same module, built by build_inline.
+def load_inline(*args, **kwargs):
+    """Stands in for torch.utils.cpp_extension.load_inline: the same arguments (bound by torch's own signature), the
+    same module, built by build_inline.
 
     `build_directory`, `keep_intermediates` and `use_pch` are accepted and ignored: builds live in the cache
-    (sources and logs are kept there) and always use this module's precompiled header.
+    (sources and logs are kept there) and always use this module's precompiled header. When this builder fails
+    anywhere but in the candidate's own lines, torch's own load_inline builds it (`torch_fallback`), so nothing
+    that torch builds is refused.
     """
-    if unused.get("sycl_sources"):
-        raise ValueError("SYCL sources are not supported by kernelskill's builder")
-    args = dict(name=name, cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
-                extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                extra_include_paths=extra_include_paths, with_cuda=with_cuda,
-                with_pytorch_error_handling=with_pytorch_error_handling, no_implicit_headers=no_implicit_headers,
-                verbose=verbose)
-    built = build_inline(**args)
+    call = bind(*args, **kwargs)
+    try:
+        built = build_inline(**call.build_kwargs())
+    except CudaCompileError as exc:
+        if exc.in_own_code:
+            raise
+        return torch_fallback(call, str(exc))
     start = time.perf_counter()
     try:
-        module = _import(built, is_python_module)
+        module = _import(built, call.is_python_module)
     except ImportError as exc:
         if not built.cache_hit:
-            raise CudaCompileError(f"extension {name!r} was built but cannot be imported: {exc}{_demangle(str(exc))}",
-                                   trim_log(built.log)) from exc
+            return torch_fallback(call, f"extension {call.name!r} was built but cannot be imported: "
+                                        f"{exc}{_demangle(str(exc))}")
         _discard(built)  # a cached library that does not load is rebuilt, never trusted
-        built = build_inline(**args)
+        built = build_inline(**call.build_kwargs())
         built.notes.append(f"the cached library did not import ({exc}): rebuilt")
         start = time.perf_counter()
         try:
-            module = _import(built, is_python_module)
+            module = _import(built, call.is_python_module)
         except ImportError as again:
-            raise CudaCompileError(f"extension {name!r} was built but cannot be imported: {again}",
-                                   trim_log(built.log)) from again
+            return torch_fallback(call, f"extension {call.name!r} was built but cannot be imported: {again}")
     built.steps["import"] = round(time.perf_counter() - start, 3)
     built.seconds = round(built.seconds + built.steps["import"], 3)
     BUILDS.append(built)
+    return module
+
+
+def torch_fallback(call: InlineArgs, why: str):
+    """Build `call` with torch's own load_inline, in a build folder of its own; recorded in BUILDS with the reason.
+    When torch fails too, the candidate gets both builders' errors."""
+    original = _torch_load_inline()
+    directory = cache_root() / "torch-fallback" / _sha("fallback", call.name, repr(call.call))[:24]
+    directory.mkdir(parents=True, exist_ok=True)
+    args, kwargs = call.call
+    bound = inspect.signature(original).bind(*args, **kwargs)
+    bound.arguments["build_directory"] = str(directory)
+    start = time.perf_counter()
+    try:
+        module = original(*bound.args, **bound.kwargs)
+    except Exception as exc:  # noqa: BLE001 - torch's own verdict on the candidate's sources
+        text = str(exc)
+        raise CudaCompileError(f"{why}\n\ntorch's own load_inline failed too:\n{compiler_errors(text)}",
+                               trim_log(text, max_lines=120), in_own_code=True) from None
+    seconds = round(time.perf_counter() - start, 3)
+    note = f"kernelskill's builder failed ({why.splitlines()[0][:300]}); built by torch's own load_inline"
+    BUILDS.append(BuiltExtension(call.name, call.name, "", directory, False, seconds, {"torch": seconds}, "", [],
+                                 [note], None, "torch"))
     return module
 
 

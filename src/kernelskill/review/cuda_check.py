@@ -12,6 +12,7 @@ import os
 
 # Shared with the builder; callers that catch CudaCompileError from this module keep working.
 from kernelskill.review.cuda_build import CudaCompileError, build_inline
+from kernelskill.review.inline_args import bind
 
 __all__ = ["CHECK_ARCH", "CudaCompileError", "NotRunnable", "checking_load_inline"]
 
@@ -35,19 +36,14 @@ def _arch() -> str:
     return listed if listed and listed != "native" else CHECK_ARCH
 
 
-def checking_load_inline(name, cpp_sources="", cuda_sources=None, functions=None, extra_cflags=None,
-                         extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, with_cuda=None,
-                         with_pytorch_error_handling=True, no_implicit_headers=False, **_ignored):
-    """Stands in for torch.utils.cpp_extension.load_inline on machines that cannot run CUDA."""
-    built = build_inline(name, cpp_sources, cuda_sources, functions, extra_cflags=extra_cflags,
-                         extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                         extra_include_paths=extra_include_paths, with_cuda=with_cuda,
-                         with_pytorch_error_handling=with_pytorch_error_handling,
-                         no_implicit_headers=no_implicit_headers, arch=_arch(), link=False)
-    checking_load_inline.calls.append({"name": name, "ok": True, "seconds": built.seconds,
+def checking_load_inline(*args, **kwargs):
+    """Stands in for torch.utils.cpp_extension.load_inline on machines that cannot run CUDA (same arguments)."""
+    call = bind(*args, **kwargs)
+    built = build_inline(**call.build_kwargs(), arch=_arch(), link=False)
+    checking_load_inline.calls.append({"name": call.name, "ok": True, "seconds": built.seconds,
                                        "cache_hit": built.cache_hit, "warnings": built.warnings,
                                        "cuda_variant": built.cuda_variant, "notes": built.notes})
-    return NotRunnable(name)
+    return NotRunnable(call.name)
 
 
 checking_load_inline.calls = []

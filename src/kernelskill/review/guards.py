@@ -226,3 +226,63 @@ class KernelTracker:
 
             cls.run = run
         self._installed = True
+
+
+# Process-wide numeric and performance switches a candidate may flip (KernelBench's harness lets it, and the reference
+# then runs under them too). Read with getters so a torch without one of them just leaves it out.
+_BACKEND_FLAGS = {
+    "cudnn.benchmark": ("torch.backends.cudnn", "benchmark"),
+    "cudnn.deterministic": ("torch.backends.cudnn", "deterministic"),
+    "cudnn.allow_tf32": ("torch.backends.cudnn", "allow_tf32"),
+    "cuda.matmul.allow_tf32": ("torch.backends.cuda.matmul", "allow_tf32"),
+    "cuda.matmul.allow_fp16_reduced_precision_reduction": ("torch.backends.cuda.matmul",
+                                                           "allow_fp16_reduced_precision_reduction"),
+    "cuda.matmul.allow_bf16_reduced_precision_reduction": ("torch.backends.cuda.matmul",
+                                                           "allow_bf16_reduced_precision_reduction"),
+}
+
+
+def _holder(path: str):
+    obj = torch
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def backend_flags() -> dict[str, object]:
+    """The current value of every global switch that changes how PyTorch computes (TF32, cuDNN autotuning, ...)."""
+    values: dict[str, object] = {}
+    for name, (path, attr) in _BACKEND_FLAGS.items():
+        try:
+            values[name] = getattr(_holder(path), attr)
+        except Exception:  # noqa: BLE001 - a flag this torch lacks or refuses to read (mixed precision APIs)
+            continue
+    values["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    values["default_dtype"] = str(torch.get_default_dtype())
+    values["deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
+    return values
+
+
+def changed_backend_flags(before: dict[str, object]) -> dict[str, object]:
+    """The switches whose value differs from `before`, with their new value."""
+    now = backend_flags()
+    return {name: value for name, value in now.items() if before.get(name) != value}
+
+
+def restore_backend_flags(before: dict[str, object]) -> list[str]:
+    """Put every switch back to `before`; returns the ones that could not be restored (the process is then unfit)."""
+    failed = []
+    for name, value in changed_backend_flags(before).items():
+        try:
+            if name == "float32_matmul_precision":
+                torch.set_float32_matmul_precision(before[name])
+            elif name == "default_dtype":
+                torch.set_default_dtype(getattr(torch, str(before[name]).removeprefix("torch.")))
+            elif name == "deterministic_algorithms":
+                torch.use_deterministic_algorithms(bool(before[name]))
+            else:
+                path, attr = _BACKEND_FLAGS[name]
+                setattr(_holder(path), attr, before[name])
+        except Exception:  # noqa: BLE001 - reported, and the worker is retired
+            failed.append(name)
+    return failed + [name for name in changed_backend_flags(before) if name not in failed]

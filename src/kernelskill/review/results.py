@@ -112,6 +112,20 @@ class Check(BaseModel):
     detail: str
 
 
+class PolicyResult(BaseModel):
+    """The strict-only rules a candidate breaks, and its verdict under each rule set.
+
+    Both verdicts come from the same run: a candidate is run whenever that is safe, so `correct_kernelbench` says
+    what KernelBench's harness would say of it and `correct_strict` what our agents are held to.
+    """
+
+    rules: Literal["strict", "kernelbench"]  # the rule set that decided `ReviewResult.correct`
+    violations: list[Check] = Field(default_factory=list)  # static:try-fallback, static:backend-flags, policy:...
+    correct_strict: bool = False
+    correct_kernelbench: bool = False
+    weights: Literal["same_seed", "copied_by_name"] | None = None  # how ModelNew's parameters were set when verified
+
+
 class ReviewResult(BaseModel):
     compiled: bool
     correct: bool
@@ -134,6 +148,7 @@ class ReviewResult(BaseModel):
     verify: VerifyResult | None = None
     timing: TimingResult | None = None
     kernels: KernelUsage | None = None
+    policy: PolicyResult | None = None
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     settings: dict = Field(default_factory=dict)
     problem: str | None = None

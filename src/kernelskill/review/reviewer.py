@@ -22,9 +22,10 @@ from kernelskill.candidate import Candidate
 from kernelskill.errors import KernelSkillError, ProblemError
 from kernelskill.problem import Problem, read_problem
 from kernelskill.review.logs import trim_log
-from kernelskill.review.results import Check, CompileResult, KernelUsage, ReviewResult, TimingResult, VerifyResult
+from kernelskill.review.results import (Check, CompileResult, KernelUsage, PolicyResult, ReviewResult, TimingResult,
+                                        VerifyResult)
 from kernelskill.review.sandbox import clean_environment, describe_exit, run_worker
-from kernelskill.review.static_checks import static_checks
+from kernelskill.review.static_checks import split_findings, static_checks
 from kernelskill.settings import ReviewSettings
 
 KERNELBENCH_SEED = 42  # the well-known seed a cheating candidate could precompute for; used only with the guard off
@@ -76,12 +77,13 @@ def review(
     if candidate.syntax_error:
         return ReviewResult(**base, stage="compile", error_kind="compile_error", error=candidate.syntax_error,
                             compile=CompileResult(ok=False, backend=backend, errors=candidate.syntax_error))
+    strict_only: list[Check] = []
     if settings.guards.static_checks:
-        found = static_checks(candidate.source, candidate.filename)
-        if found:
-            return ReviewResult(**base, stage="verify", error_kind="rejected", checks=found,
-                                error=f"rejected by check {found[0].name}: {found[0].detail}"
-                                + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
+        safety, strict_only = split_findings(static_checks(candidate.source, candidate.filename))
+        if safety:  # never run, under either rule set
+            return ReviewResult(**base, stage="verify", error_kind="rejected", checks=safety + strict_only,
+                                error=_rejection(safety), policy=PolicyResult(rules=settings.rules,
+                                                                             violations=strict_only))
 
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kernelskill-review-"))
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -90,7 +92,12 @@ def review(
     start = time.perf_counter()
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
                          clean_environment(env, interpret=device == "cpu"), reuse=settings.reuse_worker)
-    return _compose(base, outcome, settings, log_path, time.perf_counter() - start)
+    return _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only)
+
+
+def _rejection(checks: list[Check]) -> str:
+    return (f"rejected by check {checks[0].name}: {checks[0].detail}"
+            + (f" (and {len(checks) - 1} more)" if len(checks) > 1 else ""))
 
 
 def _base(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str) -> dict:
@@ -141,7 +148,7 @@ def prebuild(
     backend = settings.backend or candidate.backend
     if backend != "cuda" or candidate.syntax_error or resolve_device(settings.device) != "cuda":
         return None
-    if settings.guards.static_checks and static_checks(candidate.source, candidate.filename):
+    if settings.guards.static_checks and split_findings(static_checks(candidate.source, candidate.filename))[0]:
         return None
     arch = gpu_arch()
     if arch is None:
@@ -202,7 +209,8 @@ def gpu_arch() -> str | None:
     return caps[0] if out.returncode == 0 and caps else None
 
 
-def _compose(base: dict, outcome, settings: ReviewSettings, log_path: Path, wall: float) -> ReviewResult:
+def _compose(base: dict, outcome, settings: ReviewSettings, log_path: Path, wall: float,
+             strict_only: list[Check] | None = None) -> ReviewResult:
     data: dict = {}
     flags: list[str] = []
     verdict = None
@@ -261,4 +269,21 @@ def _compose(base: dict, outcome, settings: ReviewSettings, log_path: Path, wall
         result.update(stage=None, error=None, correct=not checked_only)
     # a stage that did not finish still gets its elapsed share in the log; flags always survive
     result["flags"] = flags
+    _apply_rules(result, settings, [*(strict_only or []), *(Check(**c) for c in data.get("policy_violations", []))],
+                 data.get("weights"))
     return ReviewResult(**result)
+
+
+def _apply_rules(result: dict, settings: ReviewSettings, violations: list[Check], weights: str | None) -> None:
+    """Both verdicts from one run: KernelBench's (the candidate compiled and is correct) and strict (also no
+    violation). `settings.rules` decides which one is the review's; under kernelbench the violations stay as flags."""
+    kernelbench_ok = result["stage"] is None and result["correct"]
+    result["policy"] = PolicyResult(rules=settings.rules, violations=violations, weights=weights,
+                                    correct_kernelbench=kernelbench_ok, correct_strict=kernelbench_ok and not violations)
+    if not violations:
+        return
+    result["checks"] = [*result.get("checks", []), *violations]
+    if settings.rules == "kernelbench":
+        result["flags"] = [*result["flags"], *(v.name for v in violations if v.name not in result["flags"])]
+    elif result["stage"] is None:  # strict: a run that went through is rejected for what it leaned on
+        result.update(stage="verify", error_kind="rejected", correct=False, error=_rejection(violations))

@@ -1,8 +1,13 @@
 """Static checks on a candidate's Python source, run before any of it executes.
 
-They reject code whose only purpose in a kernel candidate would be to fool the reviewer: patching torch or timing
-functions, walking the harness's frames, threads and processes, dynamic code, try/except fallbacks and reuse of the
-reference `Model`. Each finding names its rule (`static:<rule>`) and line, so the verdict says which check fired.
+Each finding names its rule (`static:<rule>`) and line, so the verdict says which check fired. Two kinds:
+
+- safety: code whose only purpose in a kernel candidate would be to fool the reviewer or reach outside it (patching
+  torch, timing or comparison functions, walking the harness's frames, threads and processes, dynamic code). Such a
+  candidate never runs, under either rule set;
+- strict-only (`STRICT_ONLY`): what KernelBench's harness accepts but our agents may not do, because it hides work
+  from the measurement or leans on PyTorch (try/except fallbacks, global backend switches such as cudnn.benchmark or
+  TF32, reuse of the reference `Model`). The candidate still runs; `--rules strict` rejects it afterwards by name.
 """
 
 from __future__ import annotations
@@ -43,6 +48,12 @@ PROCESS_CALLS = {
 }
 # Module aliases whose attributes a candidate must not assign: patching them changes the harness too.
 PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "F", "nn", "np", "numpy", "math", "os", "sys", "random", "functools"}
+
+
+# Calls that switch a process-wide numeric setting (TF32, default dtype, denormals) for the reference as well.
+GLOBAL_SETTING_CALLS = {"set_float32_matmul_precision", "set_default_dtype", "set_flush_denormal",
+                        "use_deterministic_algorithms"}
+STRICT_ONLY = frozenset({"static:try-fallback", "static:backend-flags", "static:reference-model"})
 
 
 def _root_name(node: ast.AST) -> str | None:
@@ -116,7 +127,15 @@ class _Checker(ast.NodeVisitor):
                 self.add("dynamic-code", node, f"calls `{node.func.id}()`")
             if node.func.id in ("setattr", "delattr") and node.args:
                 if _root_name(node.args[0]) in self.roots:
-                    self.add("monkey-patch", node, f"{node.func.id}() on `{ast.unparse(node.args[0])}`")
+                    target = ast.unparse(node.args[0])
+                    if "backends" in target:
+                        self.add("backend-flags", node, f"{node.func.id}() on `{target}`: a global PyTorch setting")
+                    else:
+                        self.add("monkey-patch", node, f"{node.func.id}() on `{target}`")
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in GLOBAL_SETTING_CALLS:
+            if self.aliases.get(_root_name(node.func) or "", "").split(".")[0] == "torch":
+                self.add("backend-flags", node, f"calls `{ast.unparse(node.func)}()`: a global PyTorch setting, which "
+                                                "also changes how the reference runs")
         self.generic_visit(node)
 
     # assignments -------------------------------------------------------------------------------------------
@@ -126,12 +145,12 @@ class _Checker(ast.NodeVisitor):
                 self._check_target(elt, node)
         elif isinstance(target, ast.Attribute) and _root_name(target) in self.roots:
             text = ast.unparse(target)
-            why = (
-                "changes a global PyTorch setting, which would also change the reference"
-                if ".backends." in text or text.startswith("torch.backends")
-                else "replaces a library function or attribute (monkey-patching)"
-            )
-            self.add("monkey-patch", node, f"assigns `{text}`: {why}")
+            if ".backends." in text or text.startswith("torch.backends"):
+                self.add("backend-flags", node, f"assigns `{text}`: a global PyTorch setting, which also changes how "
+                                                "the reference runs")
+            else:
+                self.add("monkey-patch", node, f"assigns `{text}`: replaces a library function or attribute "
+                                               "(monkey-patching)")
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
@@ -173,6 +192,11 @@ class _Checker(ast.NodeVisitor):
                 if text.split(".")[-1] != "Module":
                     self.add("reference-model", node, f"ModelNew derives from `{text}`; it must derive from nn.Module")
         self.generic_visit(node)
+
+
+def split_findings(found: list[Check]) -> tuple[list[Check], list[Check]]:
+    """(safety findings, strict-only findings)."""
+    return [c for c in found if c.name not in STRICT_ONLY], [c for c in found if c.name in STRICT_ONLY]
 
 
 def static_checks(source: str, filename: str = "<candidate>") -> list[Check]:

@@ -76,7 +76,7 @@ class Session:
         import torch.utils.cpp_extension as cpp_extension
 
         from kernelskill.review import cuda_check
-        from kernelskill.review.guards import Integrity, KernelTracker, ModuleSnapshot
+        from kernelskill.review.guards import Integrity, KernelTracker, ModuleSnapshot, backend_flags
 
         # CUDA extensions: on a GPU the content-addressed fast builder, on CPU a compile check (nothing can run)
         if device == "cpu":
@@ -90,6 +90,8 @@ class Session:
         self.integrity = Integrity()  # before any candidate code runs
         self.snapshot = ModuleSnapshot()
         self.threads = set(threading.enumerate())
+        self.backend_flags = backend_flags()  # cudnn.benchmark, TF32 ...: put back after every review
+        self.unrestored: list[str] = []
 
     def builds(self) -> list:
         """The CUDA extensions this process built or took from the build cache (empty on CPU)."""
@@ -108,12 +110,17 @@ class Session:
         left = [t.name for t in threading.enumerate() if t not in self.threads and t.is_alive()]
         if left:
             problems.append(f"threads left running: {left}")
+        if self.unrestored:
+            problems.append(f"global PyTorch settings could not be restored: {', '.join(self.unrestored)}")
         return problems
 
     def clean_up(self) -> None:
         """Drop one review's modules and memory so the next review starts from the same state."""
         import gc
 
+        from kernelskill.review.guards import restore_backend_flags
+
+        self.unrestored = restore_backend_flags(self.backend_flags)
         for name in ("kernelskill_candidate", "kernelskill_problem"):
             sys.modules.pop(name, None)
         gc.collect()
@@ -303,7 +310,6 @@ class Worker:
             detail = _short_traceback(exc, self.cand_file)
             raise self.fail("compile_error", "ModelNew(*get_init_inputs()) raised:\n" + detail, compile_errors=detail)
         self.check_threads(threads)
-        self.copied = self.copy_parameters()
         compile_info = {"ok": True, "backend": req["backend"], "checked_only": checked_only}
         if checked_only:
             calls = cuda_check.checking_load_inline.calls
@@ -354,13 +360,15 @@ class Worker:
         self.check_integrity()
 
     def copy_parameters(self) -> list[str]:
-        """Copy parameters and buffers whose names and shapes match from Model into ModelNew."""
+        """Copy parameters and buffers whose names, shapes and dtypes match, and whose values differ, from Model into
+        ModelNew; returns their names (empty: copying would change nothing)."""
         ref_state = self.ref_model.state_dict()
         copied = []
         with self.torch.no_grad():
             for name, value in self.cand_model.state_dict().items():
                 src = ref_state.get(name)
-                if src is not None and src.shape == value.shape:
+                if (src is not None and src.shape == value.shape and src.dtype == value.dtype
+                        and not self.torch.equal(src, value)):
                     value.copy_(src)
                     copied.append(name)
         return copied
@@ -424,6 +432,10 @@ class Worker:
         return compare_outputs(ref_out, cand_out, self.settings["atol"], self.settings["rtol"], index), ref_out
 
     def verify(self) -> None:
+        """All trials, with ModelNew's parameters as its own __init__ made them after Model's seed (KernelBench's
+        protocol: a candidate may derive its weights from that initialization). If a trial fails and Model has
+        parameters of the same names and shapes with other values, they are copied in and all trials run again:
+        a candidate that only creates its parameters in another order than Model is not failed for that."""
         self.stage("verify")
         from kernelskill.review.guards import OpTrace
 
@@ -431,9 +443,33 @@ class Worker:
         self.ref_trace, self.cand_trace = OpTrace(), OpTrace()
         self.profiled: set[str] = set()
         self.flags: set[str] = set()
+        self.tracker.launches.clear()  # count only launches made while verifying, not the compile warm-up
+        failure = self.trials()
+        weights = "same_seed"
+        if failure is not None:
+            copied = self.copy_parameters()
+            if copied:
+                first = failure
+                weights = "copied_by_name"
+                self.update(weights_copied=copied)
+                failure = self.trials()
+                if failure is not None:
+                    failure = (failure[0] + f" (with Model's parameters copied by name: {', '.join(copied[:6])}"
+                               + (" ..." if len(copied) > 6 else "") + f"; with its own: {first[0]})", *failure[1:])
+        self.update(weights=weights)
+        if failure is not None:
+            error, verify, worst_abs, worst_rel = failure
+            self.update(verify=verify)
+            raise self.fail("mismatch", error, max_abs_error=worst_abs, max_rel_error=worst_rel)
+        self.kernel_policy()
+        self.note_backend_flags()
+        self.update(flags=sorted(self.flags))
+        self.end_stage()
+
+    def trials(self) -> tuple | None:
+        """Run every verify trial; None when all pass, else (error, verify record, max abs, max rel error)."""
         seeds = self.req["seeds"]
         trials = self.settings["trials"]
-        self.tracker.launches.clear()  # count only launches made while verifying, not the compile warm-up
         worst_abs = worst_rel = 0.0
         ref_outputs = []
         for i in range(trials):
@@ -441,16 +477,22 @@ class Worker:
             cmp, ref_out = self.one_trial(i, seeds["trials"][i], self.candidate_first(), profile)
             worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
             if not cmp.ok:
-                self.update(verify=_verify_dict(False, i, i, self.settings, worst_abs, worst_rel, cmp.mismatch))
-                raise self.fail("mismatch", f"trial {i + 1} of {trials}: {cmp.mismatch.reason}",
-                                max_abs_error=worst_abs, max_rel_error=worst_rel)
+                return (f"trial {i + 1} of {trials}: {cmp.mismatch.reason}",
+                        _verify_dict(False, i, i, self.settings, worst_abs, worst_rel, cmp.mismatch), worst_abs, worst_rel)
             ref_outputs.append(_map_tensors(ref_out, lambda t: t.detach().flatten()[:4096].cpu()))
         self.update(verify=_verify_dict(True, trials, trials, self.settings, worst_abs, worst_rel, None),
                     max_abs_error=worst_abs, max_rel_error=worst_rel)
         self.flags.update(_degenerate(ref_outputs, self.settings["atol"], self.torch))
-        self.kernel_policy()
-        self.update(flags=sorted(self.flags))
-        self.end_stage()
+        return None
+
+    def note_backend_flags(self) -> None:
+        """Global switches the candidate flipped (the reference ran under them too, as in KernelBench's harness)."""
+        from kernelskill.review.guards import changed_backend_flags
+
+        changed = changed_backend_flags(self.session.backend_flags)
+        if changed:
+            self.flags.update(f"backend_flag_changed:{name}={value}" for name, value in changed.items())
+            self.update(backend_flags_changed={k: str(v) for k, v in changed.items()})
 
     def kernel_policy(self) -> None:
         """The candidate must launch kernels of its own and must not simply re-run the reference's operators."""
@@ -468,14 +510,20 @@ class Worker:
         if self.settings["allow_torch_ops"]:
             self.flags.add("torch_ops_allowed")
             return
+        # Policy, not safety: the candidate is still timed; `--rules strict` turns a violation into the verdict.
+        violation = None
         if not own:
-            raise self.reject("policy:no-custom-kernel",
-                              "the candidate launched no kernel of its own (Triton or CUDA); it must do the work in its "
-                              "own kernels (use --allow-torch-ops to accept PyTorch-only candidates)")
-        if ref_ops and set(ref_ops) <= set(cand_ops):
-            raise self.reject("policy:reruns-reference-ops",
-                              f"the candidate calls every PyTorch operator the reference uses ({', '.join(sorted(ref_ops))}) "
-                              "besides its own kernels, so PyTorch does the real work (use --allow-torch-ops to accept this)")
+            violation = {"name": "policy:no-custom-kernel",
+                         "detail": "the candidate launched no kernel of its own (Triton or CUDA); it must do the work in "
+                                   "its own kernels (--rules kernelbench or --allow-torch-ops accept PyTorch-only "
+                                   "candidates)"}
+        elif ref_ops and set(ref_ops) <= set(cand_ops):
+            violation = {"name": "policy:reruns-reference-ops",
+                         "detail": f"the candidate calls every PyTorch operator the reference uses "
+                                   f"({', '.join(sorted(ref_ops))}) besides its own kernels, so PyTorch does the real "
+                                   "work (--rules kernelbench or --allow-torch-ops accept this)"}
+        if violation:
+            self.update(policy_violations=[violation])
 
     def time(self) -> None:
         self.stage("time")
@@ -588,19 +636,25 @@ class Worker:
 
         from kernelskill.problem import load_module
         from kernelskill.review import cuda_build, cuda_check
+        from kernelskill.review.inline_args import bind
 
         req = self.req
         self.cand_file = req["candidate_path"] or "<candidate>"
         builds = []
 
-        def building_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
-                                 extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, **_ignored):
-            built = cuda_build.build_inline(name, cpp_sources, cuda_sources, functions, extra_cflags=extra_cflags,
-                                            extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                                            extra_include_paths=extra_include_paths, arch=req["arch"])
-            builds.append({"name": name, "cache_hit": built.cache_hit, "seconds": round(built.seconds, 3),
+        def building_load_inline(*args, **kwargs):
+            call = bind(*args, **kwargs)
+            try:
+                built = cuda_build.build_inline(**call.build_kwargs(), arch=req["arch"])
+            except cuda_check.CudaCompileError as exc:
+                if exc.in_own_code:
+                    raise
+                # maybe this builder's failure: the review on the GPU tries torch's own load_inline
+                builds.append({"name": call.name, "failed_outside_own_code": str(exc)[:2000]})
+                return cuda_check.NotRunnable(call.name)
+            builds.append({"name": call.name, "cache_hit": built.cache_hit, "seconds": round(built.seconds, 3),
                            "steps": built.steps})
-            return cuda_check.NotRunnable(name)
+            return cuda_check.NotRunnable(call.name)
 
         saved = cpp_extension.load_inline
         cpp_extension.load_inline = building_load_inline

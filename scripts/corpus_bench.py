@@ -1,0 +1,112 @@
+"""`kernelskill bench` over a corpus of published kernels, in chunks that fit a short GPU lease, resumable anywhere.
+
+    python scripts/corpus_bench.py --corpus CORPUS --run RUN_DIR --budget 480 --tar OUT/run.tar.gz [--from RUN.tar.gz]
+
+Runs `kernelskill bench --problems CORPUS/problems --model corpus:CORPUS --backend cuda --seeds 1 --rounds 0
+--rules kernelbench --profile off` (resuming RUN_DIR when it exists, after unpacking --from into it), stops it
+with Ctrl-C after --budget seconds (the tasks in flight are redone by the next chunk), packs the run folder without
+its bulky per-review logs (their trimmed copies are in run.db) into --tar, and prints a table: tasks per level by
+verdict, under both rule sets, wall time, reviews per minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench(args, extra: list[str]) -> tuple[int, float]:
+    run = Path(args.run)
+    cmd = [sys.executable, "-m", "kernelskill.cli", "bench", "--problems", str(Path(args.corpus) / "problems"),
+           "--model", f"corpus:{args.corpus}", "--backend", "cuda", "--seeds", "1", "--rounds", "0",
+           "--rules", "kernelbench", "--profile", "off", "--parallel", str(args.parallel), "--out", str(run), *extra]
+    if (run / "run.db").exists():
+        cmd.append("--resume")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    print("$", " ".join(cmd), flush=True)
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    try:
+        proc.wait(timeout=args.budget)
+    except subprocess.TimeoutExpired:
+        print(f"budget of {args.budget:.0f} s spent: interrupting (tasks in flight are redone on resume)", flush=True)
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, time.monotonic() - start
+
+
+def pack(run: Path, tar: Path) -> None:
+    def keep(info: tarfile.TarInfo):
+        name = info.name
+        if "/reviews/" in f"/{name}" and name.endswith((".log", ".txt")):
+            return None  # per-review logs: large, and their trimmed copies are in run.db
+        return info
+
+    tar.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tar, "w:gz") as t:
+        t.add(run, arcname=run.name, filter=keep)
+    print(f"packed {run} into {tar} ({tar.stat().st_size / 1e6:.1f} MB)", flush=True)
+
+
+def table(run: Path, wall: float) -> dict:
+    results = json.loads((run / "results.json").read_text())
+    rows: dict[str, Counter] = {}
+    reviews = 0
+    for t in results["tasks"]:
+        c = rows.setdefault(t["level"], Counter())
+        c["tasks"] += 1
+        c[f"verdict:{t.get('verdict') or t['status']}"] += 1
+        c["kernelbench_correct"] += bool(t.get("success_kernelbench"))
+        c["strict_correct"] += bool(t.get("success_strict"))
+        reviews += len([h for h in t.get("history", []) if h.get("label")])
+    verdicts = sorted({k for c in rows.values() for k in c if k.startswith("verdict:")})
+    head = ["level", "tasks", "kernelbench ok", "strict ok", *[v.removeprefix("verdict:") for v in verdicts]]
+    print("  ".join(f"{h:>14}" for h in head))
+    for level, c in sorted(rows.items()):
+        print("  ".join(f"{x:>14}" for x in [level, c["tasks"], c["kernelbench_correct"], c["strict_correct"],
+                                              *[c[v] for v in verdicts]]))
+    o = results["overall"]
+    print(f"overall: success (kernelbench) {o.get('success_kernelbench')}, strict {o.get('success_strict')}, "
+          f"mean speedup {o.get('speedup_mean')}, this chunk {wall:.0f} s, {reviews} reviews in the run")
+    return {"levels": {k: dict(v) for k, v in rows.items()}, "wall_s": wall, "reviews": reviews}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--run", required=True)
+    p.add_argument("--from", dest="from_tar", default=None, help="a packed run folder to continue")
+    p.add_argument("--tar", required=True)
+    p.add_argument("--budget", type=float, default=480)
+    p.add_argument("--parallel", type=int, default=8)
+    p.add_argument("extra", nargs="*", help="more bench options after --, e.g. --level 1 --baseline compile")
+    args = p.parse_args()
+    run = Path(args.run)
+    if args.from_tar:
+        with tarfile.open(args.from_tar) as t:
+            t.extractall(run.parent, filter="data")
+        print(f"unpacked {args.from_tar} into {run.parent}", flush=True)
+    code, wall = bench(args, args.extra)
+    print(f"bench exited with {code} after {wall:.0f} s", flush=True)
+    pack(run, Path(args.tar))
+    if (run / "results.json").exists():
+        summary = table(run, wall)
+        (Path(args.tar).parent / "chunk.json").write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Published kernels as seeds: `kernelskill corpus import`, the `corpus:` model, and `bench` over a corpus, on CPU.
+
+The corpus here is written in CUDA-L1's released format (JSON Lines: level_id, task_id, ref_code, custom_code) from
+this repository's own problems and Triton candidates, so the whole path runs in Triton's interpreter; the real
+CUDA-L1 file is reviewed on the GPU by scripts/corpus_check.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelskill.llm.base import Message
+from kernelskill.llm.corpus import CorpusClient, CorpusMiss
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _record(level, task, problem, kernel, prefix="", **meta):
+    return {"level_id": level, "task_id": task, "ref_code": (DATA / problem).read_text(),
+            "custom_code": prefix + (DATA / kernel).read_text() if kernel else "", **meta}
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    source = tmp_path / "published.json"
+    rows = [
+        _record(1, 1, "problems/p01_pointwise_gelu_chain.py", "candidates/p01_pointwise_gelu_chain/triton_ok.py",
+                score_default=1.5),
+        # a global backend switch, as CUDA-L1's kernels have: KernelBench accepts it, strict does not
+        _record(1, 2, "problems/p13_scaled_leaky_relu.py", "candidates/p13_scaled_leaky_relu/triton_ok.py",
+                prefix="import torch\ntorch.backends.cudnn.benchmark = True\n"),
+        _record(1, 3, "problems/p02_row_softmax.py", None),  # published without a kernel
+    ]
+    source.write_text("\n".join(json.dumps(r) for r in rows))
+    out = tmp_path / "corpus"
+    proc = subprocess.run([sys.executable, "-m", "kernelskill.cli", "corpus", "import", str(source), "--out", str(out),
+                           "--label", "test records"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "level 1: 3 tasks, 2 with a kernel, 3 with a reference" in proc.stdout
+    return out
+
+
+def test_the_client_serves_the_kernel_of_the_task_in_the_prompt(corpus):
+    client = CorpusClient(corpus)
+    reference = (corpus / "problems" / "level1" / "1_task.py").read_text()
+    reply = client.complete([Message(role="user", content=f"Problem `whatever`\n```python\n{reference}   \n```")],
+                            agent="generator")
+    assert "class ModelNew" in reply.text and "_gelu_chain_kernel" in reply.text  # matched by the reference
+    by_name = client.complete([Message(role="user", content="Problem `2_task`; backend: Triton")], agent="generator")
+    assert "cudnn.benchmark" in by_name.text
+    with pytest.raises(CorpusMiss, match="no kernel for 3_task"):
+        client.complete([Message(role="user", content="Problem `3_task`")], agent="generator")
+    with pytest.raises(CorpusMiss, match="seeds only"):
+        client.complete([Message(role="user", content="Problem `1_task`")], agent="planner")
+    with pytest.raises(CorpusMiss, match="no task named"):
+        client.complete([Message(role="user", content="Problem `99_other`")], agent="generator")
+
+
+def test_bench_over_a_corpus_gives_both_verdicts_and_names_what_is_missing(corpus, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "kernelskill.cli", "bench", "--problems", str(corpus / "problems"), "--model",
+           f"corpus:{corpus}", "--device", "cpu", "--seeds", "1", "--rounds", "0", "--trials", "2", "--warmup", "1",
+           "--iters", "2", "--rules", "kernelbench", "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    tasks = {t["name"]: t for t in results["tasks"]}
+    assert tasks["1_task"]["success"] and tasks["1_task"]["success_strict"]
+    assert tasks["2_task"]["success"] and tasks["2_task"]["success_kernelbench"]
+    assert tasks["2_task"]["success_strict"] is False  # the backend switch: correct, but not under strict
+    assert "static:backend-flags" in tasks["2_task"]["flags"]
+    assert not tasks["3_task"]["success"] and "no kernel for 3_task" in (tasks["3_task"]["reason"] or "")
+    overall = results["overall"]
+    assert overall["success_kernelbench"] == pytest.approx(2 / 3) and overall["success_strict"] == pytest.approx(1 / 3)

@@ -1,0 +1,88 @@
+"""The two rule sets (`--rules strict|kernelbench`) and how ModelNew's parameters are set, on CPU.
+
+One review gives both verdicts: strict-only violations (try/except fallbacks, global backend switches, no kernel of
+its own, re-running the reference's operators) never stop a candidate that is safe to run, so the result says
+whether it is correct and how fast under both rule sets; real cheats fail under both.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_review
+
+P01 = "problems/p01_pointwise_gelu_chain.py"
+
+
+@pytest.mark.parametrize("cheat,violation", [
+    ("cheats/try_fallback.py", "static:try-fallback"),
+    ("cheats/no_kernel.py", "policy:no-custom-kernel"),
+    ("cheats/ghost_kernel.py", "policy:reruns-reference-ops"),
+    ("rules/p01_backend_flags.py", "static:backend-flags"),
+])
+def test_strict_only_violations_are_run_and_judged_under_both_rule_sets(tmp_path, cheat, violation):
+    strict = run_review(P01, cheat, tmp_path / "strict")
+    assert not strict.correct and strict.error_kind == "rejected" and violation in strict.error
+    assert violation in {v.name for v in strict.policy.violations}
+    assert strict.timing is not None and strict.speedup is not None  # it ran: how fast is known under strict too
+    assert strict.policy.correct_kernelbench and not strict.policy.correct_strict
+
+    kernelbench = run_review(P01, cheat, tmp_path / "kb", rules="kernelbench")
+    assert kernelbench.correct, kernelbench.error
+    assert violation in kernelbench.flags  # kept, by name
+    assert kernelbench.policy.rules == "kernelbench" and not kernelbench.policy.correct_strict
+
+
+@pytest.mark.parametrize("cheat,check", [
+    ("cheats/patch_isclose.py", "static:monkey-patch"),
+    ("cheats/patch_hidden.py", "runtime:integrity"),
+    ("cheats/frame_walk.py", "static:frame-access"),
+    ("cheats/thread_import.py", "static:concurrency"),
+    ("cheats/tensor_subclass.py", "runtime:output-type"),
+    ("cheats/cache_call_count.py", "runtime:timed-outputs"),
+])
+def test_real_cheats_fail_under_kernelbench_rules_too(tmp_path, cheat, check):
+    result = run_review(P01, cheat, tmp_path, rules="kernelbench", reverify_above=1e9)
+    assert not result.correct and result.error_kind == "rejected"
+    assert check in result.error
+    assert not result.policy.correct_kernelbench
+
+
+def test_a_backend_switch_is_recorded_and_undone_before_the_next_review(tmp_path):
+    flagged = run_review(P01, "rules/p01_backend_flags.py", tmp_path / "a", rules="kernelbench", timing=False)
+    assert flagged.correct
+    assert "backend_flag_changed:cudnn.benchmark=True" in flagged.flags
+    # the same warm worker serves the next review: the switch must be back to what it was
+    clean = run_review(P01, "candidates/p01_pointwise_gelu_chain/triton_ok.py", tmp_path / "b", timing=False)
+    assert clean.correct and clean.stage_seconds.get("start") == 0.0  # reused worker
+    assert not [f for f in clean.flags if f.startswith("backend_flag_changed")], clean.flags
+
+
+def test_parameters_derived_from_the_seeded_init_are_kept(tmp_path):
+    # The candidate halves Model's same-seeded weight and doubles the input; copying Model's weight would double
+    # the result. KernelBench's harness accepts it, so must we.
+    result = run_review("problems/p08_linear_bias_relu.py", "candidates/p08_linear_bias_relu/triton_derived_weights.py",
+                        tmp_path, timing=False)
+    assert result.correct, result.error
+    assert result.policy.weights == "same_seed"
+
+
+def test_parameters_created_in_another_order_are_copied_by_name(tmp_path):
+    # p04 re-initialises its LayerNorm after construction; the candidate keeps nn.LayerNorm defaults
+    result = run_review("problems/p04_layernorm.py", "candidates/p04_layernorm/triton_ok.py", tmp_path, timing=False)
+    assert result.correct, result.error
+    assert result.policy.weights == "copied_by_name"
+
+
+def test_a_wrong_candidate_with_matching_parameters_still_fails(tmp_path):
+    result = run_review("problems/p02_row_softmax.py", "candidates/broken/wrong_result.py", tmp_path, timing=False)
+    assert result.error_kind == "mismatch"
+
+
+def test_rules_option_is_validated(tmp_path):
+    from typer.testing import CliRunner
+
+    from kernelskill.cli import app
+
+    out = CliRunner().invoke(app, ["review", "p.py", "c.py", "--rules", "loose"])
+    assert out.exit_code != 0

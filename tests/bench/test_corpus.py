@@ -26,6 +26,20 @@ def _record(level, task, problem, kernel, prefix="", **meta):
             "custom_code": prefix + (DATA / kernel).read_text() if kernel else "", **meta}
 
 
+PYTORCH_ONLY = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return x.sum(dim=self.dim) / x.shape[self.dim]
+"""
+
+
 @pytest.fixture
 def corpus(tmp_path) -> Path:
     source = tmp_path / "published.json"
@@ -36,13 +50,16 @@ def corpus(tmp_path) -> Path:
         _record(1, 2, "problems/p13_scaled_leaky_relu.py", "candidates/p13_scaled_leaky_relu/triton_ok.py",
                 prefix="import torch\ntorch.backends.cudnn.benchmark = True\n"),
         _record(1, 3, "problems/p02_row_softmax.py", None),  # published without a kernel
+        # plain PyTorch, as many published "kernels" are: not the task's backend, correct under kernelbench only
+        {**_record(1, 4, "problems/p07_mean_dim.py", None), "custom_code": PYTORCH_ONLY},
+        {**_record(1, 5, "problems/p15_l2_normalize_rows.py", None), "custom_code": "None"},  # CUDA-L1's "no kernel"
     ]
     source.write_text("\n".join(json.dumps(r) for r in rows))
     out = tmp_path / "corpus"
     proc = subprocess.run([sys.executable, "-m", "kernelskill.cli", "corpus", "import", str(source), "--out", str(out),
                            "--label", "test records"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "level 1: 3 tasks, 2 with a kernel, 3 with a reference" in proc.stdout
+    assert "level 1: 5 tasks, 3 with a kernel, 5 with a reference" in proc.stdout
     return out
 
 
@@ -77,5 +94,8 @@ def test_bench_over_a_corpus_gives_both_verdicts_and_names_what_is_missing(corpu
     assert tasks["2_task"]["success_strict"] is False  # the backend switch: correct, but not under strict
     assert "static:backend-flags" in tasks["2_task"]["flags"]
     assert not tasks["3_task"]["success"] and "no kernel for 3_task" in (tasks["3_task"]["reason"] or "")
+    assert tasks["4_task"]["success_kernelbench"] and tasks["4_task"]["success_strict"] is False
+    assert "policy:no-custom-kernel" in tasks["4_task"]["flags"]
+    assert not tasks["5_task"]["success"] and "no kernel for 5_task" in (tasks["5_task"]["reason"] or "")
     overall = results["overall"]
-    assert overall["success_kernelbench"] == pytest.approx(2 / 3) and overall["success_strict"] == pytest.approx(1 / 3)
+    assert overall["success_kernelbench"] == pytest.approx(3 / 5) and overall["success_strict"] == pytest.approx(1 / 5)

@@ -125,7 +125,7 @@ def import_corpus(source: Path, out: Path, names_from: Path | None = None, label
             entry.problem = f"problems/level{lvl}/{name}.py"
             entry.problem_sha = source_sha(reference)
             _write(out / entry.problem, reference)
-        if kernel and kernel.strip():
+        if kernel and kernel.strip() and kernel.strip() not in ("None", "null"):  # CUDA-L1 writes "None" for none
             entry.kernel = f"kernels/level{lvl}/{name}.py"
             _write(out / entry.kernel, kernel)
         else:

@@ -659,7 +659,8 @@ class Worker:
         saved = cpp_extension.load_inline
         cpp_extension.load_inline = building_load_inline
         try:
-            load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
+            module = load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
+            self.construct_for_builds(module)
         except cuda_check.CudaCompileError as exc:
             raise self.fail("compile_error", str(exc), compile_errors=exc.log)
         except Exception as exc:  # noqa: BLE001 - not a verdict: the review runs the module for real
@@ -668,6 +669,21 @@ class Worker:
             cpp_extension.load_inline = saved
         self.update(prebuild=builds)
         self.end_stage()
+
+    def construct_for_builds(self, module) -> None:
+        """Many published kernels call load_inline in ModelNew's constructor: build ModelNew (on the CPU, no GPU is
+        visible here) so those extensions are prebuilt too. Anything that fails after that is the review's to see."""
+        from kernelskill.problem import Problem, call_entry, instantiate_problem
+
+        model_new = getattr(module, "ModelNew", None)
+        if not isinstance(model_new, type):
+            return
+        path = Path(self.req["problem_path"])
+        problem = Problem(path=path, source=self.req["problem_source"], name=path.stem)
+        loaded = instantiate_problem(problem)
+        init_inputs = call_entry(problem, loaded.get_init_inputs, "get_init_inputs")
+        with self.torch.no_grad():
+            model_new(*init_inputs)
 
     def run(self) -> None:
         if self.req.get("mode") == "build":

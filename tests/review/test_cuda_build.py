@@ -416,3 +416,42 @@ def test_an_error_in_the_candidates_own_code_is_not_built_twice(ext, monkeypatch
         cuda_build.load_inline("ks_test_own_error", "int broken( { return 1; }", functions=[],
                                extra_ldflags=_unique_ldflags())
     assert info.value.in_own_code and "main.cpp" in str(info.value)
+
+
+def test_a_prebuild_builds_what_modelnews_constructor_loads_without_running_its_warm_up(ext, tmp_path):
+    # Published kernels often call load_inline in __init__ and then warm up on full-size inputs; on the CPU of a
+    # prebuild that took minutes per candidate (and held every prebuild slot of a bench on the H200). The prebuild
+    # constructs ModelNew on PyTorch's meta device: the extension is built, the warm-up costs nothing.
+    from kernelskill.candidate import parse_candidate
+    from kernelskill.problem import read_problem
+    from kernelskill.review.reviewer import _request
+    from kernelskill.review.sandbox import clean_environment, run_worker
+    from kernelskill.settings import ReviewSettings
+
+    source = textwrap.dedent(f'''
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ext = load_inline("ks_test_prebuild_init", {SOURCE!r}, functions={FUNCTIONS!r},
+                                       extra_ldflags={_unique_ldflags()!r})
+                warm = torch.randn(4096, 4096)
+                if warm.device.type != "meta":
+                    raise RuntimeError("the warm-up ran on real data")
+
+            def forward(self, x):
+                return self.ext.scale_add(x, 2.0)
+        ''')
+    problem = read_problem(Path(__file__).parents[1] / "data" / "problems" / "p01_pointwise_gelu_chain.py")
+    candidate = parse_candidate(source, tmp_path / "candidate.py")
+    settings = ReviewSettings(device="cpu")
+    request = {**_request(problem, candidate, settings, "cpu", "cuda"), "mode": "build", "arch": "9.0"}
+    outcome = run_worker(request, settings.timeouts.model_dump(), tmp_path / "prebuild.log",
+                         clean_environment({"CUDA_VISIBLE_DEVICES": ""}), reuse=False)
+    updates = {k: v for m in outcome.messages if m["type"] == "update" for k, v in m["data"].items()}
+    assert "prebuild_stopped" not in updates, updates.get("prebuild_stopped")
+    assert [b["name"] for b in updates["prebuild"]] == ["ks_test_prebuild_init"]

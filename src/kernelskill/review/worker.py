@@ -671,8 +671,10 @@ class Worker:
         self.end_stage()
 
     def construct_for_builds(self, module) -> None:
-        """Many published kernels call load_inline in ModelNew's constructor: build ModelNew (on the CPU, no GPU is
-        visible here) so those extensions are prebuilt too. Anything that fails after that is the review's to see."""
+        """Many published kernels call load_inline in ModelNew's constructor: construct ModelNew so those extensions
+        are prebuilt too. On PyTorch's meta device: constructors also warm up on full-size inputs, which on the CPU
+        can take minutes (and held every prebuild slot of a bench on the H200); on meta tensors that costs nothing
+        and fails fast where real data is needed. Anything that fails after the builds is the review's to see."""
         from kernelskill.problem import Problem, call_entry, instantiate_problem
 
         model_new = getattr(module, "ModelNew", None)
@@ -681,8 +683,8 @@ class Worker:
         path = Path(self.req["problem_path"])
         problem = Problem(path=path, source=self.req["problem_source"], name=path.stem)
         loaded = instantiate_problem(problem)
-        init_inputs = call_entry(problem, loaded.get_init_inputs, "get_init_inputs")
-        with self.torch.no_grad():
+        with self.torch.device("meta"), self.torch.no_grad():
+            init_inputs = call_entry(problem, loaded.get_init_inputs, "get_init_inputs")
             model_new(*init_inputs)
 
     def run(self) -> None:

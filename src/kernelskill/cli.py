@@ -21,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 err = Console(stderr=True)
+BUDGET_OPTIONS = {"max_tokens": "--max-tokens-per-task", "max_cost": "--max-cost-per-task"}
 
 
 @app.callback()
@@ -78,7 +79,7 @@ def review(
     from kernelskill.candidate import read_candidate
     from kernelskill.review.render import print_review, to_json
     from kernelskill.review.reviewer import review as run_review
-    from kernelskill.settings import ReviewSettings, StageTimeouts
+    from kernelskill.settings import ReviewSettings, StageTimeouts, from_options
 
     if backend not in (None, "triton", "cuda"):
         raise KernelSkillError(f"--backend must be triton or cuda, not {backend!r}")
@@ -86,15 +87,19 @@ def review(
         raise KernelSkillError(f"--device must be cuda, cpu or auto, not {device!r}")
     if baseline not in (None, "compile"):
         raise KernelSkillError(f"--baseline takes only 'compile', not {baseline!r}")
-    settings = ReviewSettings(
-        device=device, backend=backend, trials=trials, atol=atol, rtol=rtol, warmup=warmup, iters=iters,
-        timing=not no_timing, baseline=baseline, allow_torch_ops=allow_torch_ops,
-        timeouts=StageTimeouts(compile=compile_timeout, verify=verify_timeout, time=time_timeout),
+    timeouts = from_options(StageTimeouts, {s: f"--{s}-timeout" for s in ("compile", "verify", "time")},
+                            compile=compile_timeout, verify=verify_timeout, time=time_timeout)
+    settings = from_options(
+        ReviewSettings, {}, device=device, backend=backend, trials=trials, atol=atol, rtol=rtol, warmup=warmup,
+        iters=iters, timing=not no_timing, baseline=baseline, allow_torch_ops=allow_torch_ops, timeouts=timeouts,
     )
+    from kernelskill.folders import writable_folder
     from kernelskill.problem import read_problem
 
     prob = read_problem(problem)
     cand = read_candidate(candidate, backend)
+    if log_dir is not None:  # found out before the review, not as an OSError after it
+        log_dir = writable_folder(log_dir, "--log-dir")
     if not as_json:
         err.print(f"reviewing {candidate} against {problem} ...", style="dim", soft_wrap=True)
     result = run_review(prob, cand, settings, log_dir=log_dir)
@@ -158,7 +163,7 @@ def optimize(
     from kernelskill.loop.optimize import OptimizeRequest
     from kernelskill.loop.optimize import optimize as run_optimize
     from kernelskill.loop.settings import LoopSettings
-    from kernelskill.settings import ReviewSettings
+    from kernelskill.settings import ReviewSettings, from_options
 
     if device not in ("auto", "cuda", "cpu"):
         raise KernelSkillError(f"--device must be cuda, cpu or auto, not {device!r}")
@@ -170,11 +175,12 @@ def optimize(
         raise LLMError(no_model_message())
     request = OptimizeRequest(
         problem=problem, model=model, base_url=base_url, backend=backend, out=out, resume=resume,
-        loop=LoopSettings(seeds=seeds, rounds=rounds, rt=rt, at=at, long_term_memory=not no_long_term_memory,
-                          short_term_memory=not no_short_term_memory, max_repairs=max_repairs, profile=profile),
-        review=ReviewSettings(device=device, trials=trials, iters=iters, warmup=warmup,
-                              allow_torch_ops=allow_torch_ops),
-        budget=Budget(max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
+        loop=from_options(LoopSettings, {}, seeds=seeds, rounds=rounds, rt=rt, at=at,
+                          long_term_memory=not no_long_term_memory, short_term_memory=not no_short_term_memory,
+                          max_repairs=max_repairs, profile=profile),
+        review=from_options(ReviewSettings, {}, device=device, trials=trials, iters=iters, warmup=warmup,
+                            allow_torch_ops=allow_torch_ops),
+        budget=from_options(Budget, BUDGET_OPTIONS, max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
     )
     client = make_client(model, base_url)  # a missing key or a malformed model string fails before any work
     console = Console(stderr=as_json)
@@ -250,7 +256,7 @@ def bench(
     from kernelskill.llm.base import LLMError
     from kernelskill.llm.registry import make_client, no_model_message
     from kernelskill.loop.settings import LoopSettings
-    from kernelskill.settings import ReviewSettings
+    from kernelskill.settings import ReviewSettings, from_options
 
     if ablation not in ("none", "no-ltm", "no-stm", "no-memory"):
         raise KernelSkillError(f"--ablation must be none, no-ltm, no-stm or no-memory, not {ablation!r}")
@@ -272,9 +278,9 @@ def bench(
         problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model, base_url=base_url,
         backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation, baseline=baseline, out=out,
         resume=resume, ray=ray,
-        loop=LoopSettings(seeds=seeds, rounds=rounds, profile=profile),
-        review=ReviewSettings(device=device, trials=trials, iters=iters, warmup=warmup),
-        budget=Budget(max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
+        loop=from_options(LoopSettings, {}, seeds=seeds, rounds=rounds, profile=profile),
+        review=from_options(ReviewSettings, {}, device=device, trials=trials, iters=iters, warmup=warmup),
+        budget=from_options(Budget, BUDGET_OPTIONS, max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
     )
     client = make_client(model, base_url)
     console = Console()

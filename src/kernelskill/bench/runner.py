@@ -32,7 +32,7 @@ from kernelskill.loop.optimize import real_prebuild, real_reviewer, task_context
 from kernelskill.loop.runner import Event, Reviewer, TaskRunner
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import LoopState
-from kernelskill.problem import read_problem
+from kernelskill.problem import check_problem, read_problem
 from kernelskill.report.results import BenchResults, TaskResult, build_results, rounds_to_best_of, write_results
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore, add_stage_seconds, safe_name
@@ -269,6 +269,7 @@ class _Bench:
 
     def _optimize(self, t: BenchTask, task_id: int) -> TaskResult:
         problem = read_problem(t.path)
+        check_problem(problem)  # a problem that cannot run fails its task before any model is asked
 
         def on_event(e: Event) -> None:
             if e.kind == "round" and e.record is not None:

@@ -27,7 +27,7 @@ from kernelskill.llm.scripted import ReplayClient
 from kernelskill.loop.runner import Event, Profiler, Reviewer, TaskContext, TaskRunner
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import LoopState, RoundRecord
-from kernelskill.problem import read_problem
+from kernelskill.problem import check_problem, read_problem
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
 from kernelskill.store.lock import hold_run_folder
@@ -96,6 +96,7 @@ def optimize(
 
     start = time.monotonic()
     problem = read_problem(request.problem)  # a malformed problem fails here, before any model is asked
+    check_problem(problem)  # ... and one whose Model or get_inputs() raises, before any run folder is made
     if request.backend not in ("triton", "cuda"):
         raise KernelSkillError(f"--backend must be triton or cuda, not {request.backend!r}")
     device = resolve_device(request.review.device)

@@ -33,6 +33,7 @@ from kernelskill.loop.runner import Event, Reviewer, TaskRunner
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import LoopState
 from kernelskill.problem import check_problem, read_problem
+from kernelskill.redact import redact_url
 from kernelskill.report.results import BenchResults, TaskResult, build_results, rounds_to_best_of, write_results
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore, add_stage_seconds, safe_name
@@ -158,7 +159,7 @@ def _run_row(store: RunStore, request: BenchRequest, loop: LoopSettings, review:
              gpus: list[str] | None, cluster=None) -> tuple[int, dict]:
     config = {
         "problems": str(request.problems), "levels": sorted(request.levels or []) or None,
-        "tasks": sorted(request.indices or []) or None, "model": request.model, "base_url": request.base_url,
+        "tasks": sorted(request.indices or []) or None, "model": request.model, "base_url": redact_url(request.base_url),
         "backend": request.backend, "device": device, "gpus": gpus, "ablation": request.ablation,
         "baseline": request.baseline, "seeds": loop.seeds, "rounds": loop.rounds,
         "loop": loop.model_dump(mode="json"), "review": review.model_dump(mode="json"),

@@ -28,6 +28,7 @@ from kernelskill.loop.runner import Event, Profiler, Reviewer, TaskContext, Task
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import LoopState, RoundRecord
 from kernelskill.problem import check_problem, read_problem
+from kernelskill.redact import redact_url
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
 from kernelskill.store.lock import hold_run_folder
@@ -200,7 +201,7 @@ def task_context(
 def _run_and_task(store: RunStore, request: OptimizeRequest, problem, device: str, review_settings: ReviewSettings):
     """The run and task rows: new ones, or (resuming) the stored ones, whose settings then apply."""
     config = {
-        "problem": str(problem.path), "backend": request.backend, "device": device, "base_url": request.base_url,
+        "problem": str(problem.path), "backend": request.backend, "device": device, "base_url": redact_url(request.base_url),
         "loop": request.loop.model_dump(mode="json"), "review": review_settings.model_dump(mode="json"),
         "budget": request.budget.model_dump(mode="json"), "kernelskill": __version__,
     }

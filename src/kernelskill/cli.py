@@ -61,11 +61,11 @@ def review(
     candidate: Path = typer.Argument(..., help="Candidate file (defines ModelNew with Model's signatures)."),
     device: str = typer.Option("auto", help="cuda, cpu, or auto (cuda when a GPU is visible)."),
     backend: Optional[str] = typer.Option(None, help="triton or cuda; detected from the candidate when omitted."),
-    trials: int = typer.Option(5, min=1, help="Correctness trials, each on fresh random inputs."),
+    trials: int = typer.Option(5, metavar="N", min=1, help="Correctness trials, each on fresh random inputs."),
     atol: float = typer.Option(1e-2, help="Absolute tolerance."),
     rtol: float = typer.Option(1e-2, help="Relative tolerance."),
-    warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls before timing (default 25 on CUDA, 2 on CPU)."),
-    iters: Optional[int] = typer.Option(None, min=1, help="Timed calls (default 100 on CUDA, 10 on CPU)."),
+    warmup: Optional[int] = typer.Option(None, metavar="N", min=0, help="Warm-up calls before timing (default 25 on CUDA, 2 on CPU)."),
+    iters: Optional[int] = typer.Option(None, metavar="N", min=1, help="Timed calls (default 100 on CUDA, 10 on CPU)."),
     no_timing: bool = typer.Option(False, "--no-timing", help="Verify only."),
     baseline: Optional[str] = typer.Option(None, help="'compile' also times torch.compile(Model)."),
     allow_torch_ops: bool = typer.Option(False, "--allow-torch-ops", help="Accept candidates whose work is done by PyTorch ops."),
@@ -131,24 +131,24 @@ def optimize(
     backend: str = typer.Option("triton", help="triton or cuda."),
     device: str = typer.Option("auto", help="cuda, cpu, or auto (cuda when a GPU is visible). On cpu, Triton kernels "
                                "run in Triton's interpreter."),
-    seeds: int = typer.Option(3, min=1, max=32, help="Kernels generated independently before the rounds."),
-    rounds: int = typer.Option(15, min=0, help="Repair or optimization rounds after the seeds."),
-    rt: float = typer.Option(0.3, min=0, help="A correct kernel becomes the base when speedup/base > 1 + rt ..."),
-    at: float = typer.Option(0.3, min=0, help="... or speedup - base > at."),
+    seeds: int = typer.Option(3, metavar="N", min=1, max=32, help="Kernels generated independently before the rounds."),
+    rounds: int = typer.Option(15, metavar="N", min=0, help="Repair or optimization rounds after the seeds."),
+    rt: float = typer.Option(0.3, metavar="X", min=0, help="A correct kernel becomes the base when speedup/base > 1 + rt ..."),
+    at: float = typer.Option(0.3, metavar="X", min=0, help="... or speedup - base > at."),
     no_long_term_memory: bool = typer.Option(False, "--no-long-term-memory",
                                              help="Ablation: no decision policy, the Planner chooses freely."),
     no_short_term_memory: bool = typer.Option(False, "--no-short-term-memory",
                                               help="Ablation: no repair chain or optimization memory in prompts."),
-    max_repairs: int = typer.Option(3, min=1, help="Repairs of an optimization's failing kernel before going back "
+    max_repairs: int = typer.Option(3, metavar="N", min=1, help="Repairs of an optimization's failing kernel before going back "
                                     "to the base."),
     profile: str = typer.Option("auto", help="Profile each base with ncu: auto (on a GPU when ncu is found), on, off."),
-    max_tokens_per_task: Optional[int] = typer.Option(None, min=1, help="Stop the task once this many tokens are "
+    max_tokens_per_task: Optional[int] = typer.Option(None, metavar="N", min=1, help="Stop the task once this many tokens are "
                                                       "spent (its best kernel is kept)."),
-    max_cost_per_task: Optional[float] = typer.Option(None, min=0.0001, help="Stop the task once this many US "
+    max_cost_per_task: Optional[float] = typer.Option(None, metavar="USD", min=0.0001, help="Stop the task once this many US "
                                                       "dollars are spent (priced models only)."),
-    trials: int = typer.Option(5, min=1, help="Correctness trials per candidate."),
-    iters: Optional[int] = typer.Option(None, min=1, help="Timed calls per candidate (default 100 CUDA, 10 CPU)."),
-    warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls before timing (default 25 CUDA, 2 CPU)."),
+    trials: int = typer.Option(5, metavar="N", min=1, help="Correctness trials per candidate."),
+    iters: Optional[int] = typer.Option(None, metavar="N", min=1, help="Timed calls per candidate (default 100 CUDA, 10 CPU)."),
+    warmup: Optional[int] = typer.Option(None, metavar="N", min=0, help="Warm-up calls before timing (default 25 CUDA, 2 CPU)."),
     allow_torch_ops: bool = typer.Option(False, "--allow-torch-ops", help="Accept kernels whose work is done by "
                                          "PyTorch ops."),
     out: Optional[Path] = typer.Option(None, help="Run folder (default runs/<problem>-<time>)."),
@@ -223,7 +223,7 @@ def bench(
     device: str = typer.Option("auto", help="cuda, cpu, or auto."),
     gpus: Optional[str] = typer.Option(None, help="GPU indices to use, e.g. 0,1 (default: every visible GPU); "
                                        "each GPU evaluates one candidate at a time."),
-    parallel: Optional[int] = typer.Option(None, min=1, help="Tasks in flight (default: 2 per GPU, so LLM waits "
+    parallel: Optional[int] = typer.Option(None, metavar="N", min=1, help="Tasks in flight (default: 2 per GPU, so LLM waits "
                                            "overlap evaluations; with --ray, 2 per GPU of the cluster)."),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="ADDRESS",  # "\\[ray]": help text is Rich markup, which would eat a bare [ray]
@@ -232,17 +232,17 @@ def bench(
         "(the address `ray start --head` printed), or ray://HOST:10001 from elsewhere. Needs pip install "
         "'kernelskill\\[ray]' here, and the same kernelskill, torch and triton on every node. Default: this "
         "machine's GPUs."),
-    seeds: int = typer.Option(3, min=1, max=32, help="Seed kernels per task."),
-    rounds: int = typer.Option(15, min=0, help="Rounds per task."),
+    seeds: int = typer.Option(3, metavar="N", min=1, max=32, help="Seed kernels per task."),
+    rounds: int = typer.Option(15, metavar="N", min=0, help="Rounds per task."),
     ablation: str = typer.Option("none", help="none, no-ltm, no-stm or no-memory."),
     baseline: Optional[str] = typer.Option(None, help="'compile': also time torch.compile(Model) against each "
                                            "task's best kernel."),
     profile: str = typer.Option("auto", help="Profile bases with ncu: auto, on, off."),
-    max_tokens_per_task: Optional[int] = typer.Option(None, min=1, help="Token budget per task."),
-    max_cost_per_task: Optional[float] = typer.Option(None, min=0.0001, help="US dollar budget per task."),
-    trials: int = typer.Option(5, min=1, help="Correctness trials per candidate."),
-    iters: Optional[int] = typer.Option(None, min=1, help="Timed calls per candidate."),
-    warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls per candidate."),
+    max_tokens_per_task: Optional[int] = typer.Option(None, metavar="N", min=1, help="Token budget per task."),
+    max_cost_per_task: Optional[float] = typer.Option(None, metavar="USD", min=0.0001, help="US dollar budget per task."),
+    trials: int = typer.Option(5, metavar="N", min=1, help="Correctness trials per candidate."),
+    iters: Optional[int] = typer.Option(None, metavar="N", min=1, help="Timed calls per candidate."),
+    warmup: Optional[int] = typer.Option(None, metavar="N", min=0, help="Warm-up calls per candidate."),
     out: Optional[Path] = typer.Option(None, help="Run folder (default runs/bench-<time>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out: finished tasks are skipped."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every round of every task."),

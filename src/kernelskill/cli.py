@@ -21,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 err = Console(stderr=True)
+BUDGET_OPTIONS = {"max_tokens": "--max-tokens-per-task", "max_cost": "--max-cost-per-task"}
 
 RULES_HELP = ("strict (default): also reject try/except fallbacks, global backend switches (cudnn.benchmark, TF32), "
               "no kernel of its own and re-running the reference's operators; kernelbench: the verdict "
@@ -73,11 +74,11 @@ def review(
     candidate: Path = typer.Argument(..., help="Candidate file (defines ModelNew with Model's signatures)."),
     device: str = typer.Option("auto", help="cuda, cpu, or auto (cuda when a GPU is visible)."),
     backend: Optional[str] = typer.Option(None, help="triton or cuda; detected from the candidate when omitted."),
-    trials: int = typer.Option(5, min=1, help="Correctness trials, each on fresh random inputs."),
+    trials: int = typer.Option(5, metavar="N", min=1, help="Correctness trials, each on fresh random inputs."),
     atol: float = typer.Option(1e-2, help="Absolute tolerance."),
     rtol: float = typer.Option(1e-2, help="Relative tolerance."),
-    warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls before timing (default 25 on CUDA, 2 on CPU)."),
-    iters: Optional[int] = typer.Option(None, min=1, help="Timed calls (default 100 on CUDA, 10 on CPU)."),
+    warmup: Optional[int] = typer.Option(None, metavar="N", min=0, help="Warm-up calls before timing (default 25 on CUDA, 2 on CPU)."),
+    iters: Optional[int] = typer.Option(None, metavar="N", min=1, help="Timed calls (default 100 on CUDA, 10 on CPU)."),
     no_timing: bool = typer.Option(False, "--no-timing", help="Verify only."),
     baseline: Optional[str] = typer.Option(None, help="'compile' also times torch.compile(Model)."),
     allow_torch_ops: bool = typer.Option(False, "--allow-torch-ops", help="Accept candidates whose work is done by PyTorch ops."),
@@ -92,7 +93,7 @@ def review(
     from kernelskill.candidate import read_candidate
     from kernelskill.review.render import print_review, to_json
     from kernelskill.review.reviewer import review as run_review
-    from kernelskill.settings import ReviewSettings, StageTimeouts
+    from kernelskill.settings import ReviewSettings, StageTimeouts, from_options
 
     if backend not in (None, "triton", "cuda"):
         raise KernelSkillError(f"--backend must be triton or cuda, not {backend!r}")
@@ -100,15 +101,20 @@ def review(
         raise KernelSkillError(f"--device must be cuda, cpu or auto, not {device!r}")
     if baseline not in (None, "compile"):
         raise KernelSkillError(f"--baseline takes only 'compile', not {baseline!r}")
-    settings = ReviewSettings(
-        device=device, backend=backend, trials=trials, atol=atol, rtol=rtol, warmup=warmup, iters=iters,
-        timing=not no_timing, baseline=baseline, allow_torch_ops=allow_torch_ops, rules=_rules(rules),
-        timeouts=StageTimeouts(compile=compile_timeout, verify=verify_timeout, time=time_timeout),
+    timeouts = from_options(StageTimeouts, {s: f"--{s}-timeout" for s in ("compile", "verify", "time")},
+                            compile=compile_timeout, verify=verify_timeout, time=time_timeout)
+    settings = from_options(
+        ReviewSettings, {}, device=device, backend=backend, trials=trials, atol=atol, rtol=rtol, warmup=warmup,
+        iters=iters, timing=not no_timing, baseline=baseline, allow_torch_ops=allow_torch_ops, rules=_rules(rules),
+        timeouts=timeouts,
     )
+    from kernelskill.folders import writable_folder
     from kernelskill.problem import read_problem
 
     prob = read_problem(problem)
     cand = read_candidate(candidate, backend)
+    if log_dir is not None:  # found out before the review, not as an OSError after it
+        log_dir = writable_folder(log_dir, "--log-dir")
     if not as_json:
         err.print(f"reviewing {candidate} against {problem} ...", style="dim", soft_wrap=True)
     result = run_review(prob, cand, settings, log_dir=log_dir)
@@ -140,24 +146,24 @@ def optimize(
     backend: str = typer.Option("triton", help="triton or cuda."),
     device: str = typer.Option("auto", help="cuda, cpu, or auto (cuda when a GPU is visible). On cpu, Triton kernels "
                                "run in Triton's interpreter."),
-    seeds: int = typer.Option(3, min=1, max=32, help="Kernels generated independently before the rounds."),
-    rounds: int = typer.Option(15, min=0, help="Repair or optimization rounds after the seeds."),
-    rt: float = typer.Option(0.3, min=0, help="A correct kernel becomes the base when speedup/base > 1 + rt ..."),
-    at: float = typer.Option(0.3, min=0, help="... or speedup - base > at."),
+    seeds: int = typer.Option(3, metavar="N", min=1, max=32, help="Kernels generated independently before the rounds."),
+    rounds: int = typer.Option(15, metavar="N", min=0, help="Repair or optimization rounds after the seeds."),
+    rt: float = typer.Option(0.3, metavar="X", min=0, help="A correct kernel becomes the base when speedup/base > 1 + rt ..."),
+    at: float = typer.Option(0.3, metavar="X", min=0, help="... or speedup - base > at."),
     no_long_term_memory: bool = typer.Option(False, "--no-long-term-memory",
                                              help="Ablation: no decision policy, the Planner chooses freely."),
     no_short_term_memory: bool = typer.Option(False, "--no-short-term-memory",
                                               help="Ablation: no repair chain or optimization memory in prompts."),
-    max_repairs: int = typer.Option(3, min=1, help="Repairs of an optimization's failing kernel before going back "
+    max_repairs: int = typer.Option(3, metavar="N", min=1, help="Repairs of an optimization's failing kernel before going back "
                                     "to the base."),
     profile: str = typer.Option("auto", help="Profile each base with ncu: auto (on a GPU when ncu is found), on, off."),
-    max_tokens_per_task: Optional[int] = typer.Option(None, min=1, help="Stop the task once this many tokens are "
+    max_tokens_per_task: Optional[int] = typer.Option(None, metavar="N", min=1, help="Stop the task once this many tokens are "
                                                       "spent (its best kernel is kept)."),
-    max_cost_per_task: Optional[float] = typer.Option(None, min=0.0001, help="Stop the task once this many US "
+    max_cost_per_task: Optional[float] = typer.Option(None, metavar="USD", min=0.0001, help="Stop the task once this many US "
                                                       "dollars are spent (priced models only)."),
-    trials: int = typer.Option(5, min=1, help="Correctness trials per candidate."),
-    iters: Optional[int] = typer.Option(None, min=1, help="Timed calls per candidate (default 100 CUDA, 10 CPU)."),
-    warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls before timing (default 25 CUDA, 2 CPU)."),
+    trials: int = typer.Option(5, metavar="N", min=1, help="Correctness trials per candidate."),
+    iters: Optional[int] = typer.Option(None, metavar="N", min=1, help="Timed calls per candidate (default 100 CUDA, 10 CPU)."),
+    warmup: Optional[int] = typer.Option(None, metavar="N", min=0, help="Warm-up calls before timing (default 25 CUDA, 2 CPU)."),
     allow_torch_ops: bool = typer.Option(False, "--allow-torch-ops", help="Accept kernels whose work is done by "
                                          "PyTorch ops."),
     rules: str = typer.Option("strict", help=RULES_HELP),
@@ -173,7 +179,7 @@ def optimize(
     from kernelskill.loop.optimize import OptimizeRequest
     from kernelskill.loop.optimize import optimize as run_optimize
     from kernelskill.loop.settings import LoopSettings
-    from kernelskill.settings import ReviewSettings
+    from kernelskill.settings import ReviewSettings, from_options
 
     if device not in ("auto", "cuda", "cpu"):
         raise KernelSkillError(f"--device must be cuda, cpu or auto, not {device!r}")
@@ -185,11 +191,12 @@ def optimize(
         raise LLMError(no_model_message())
     request = OptimizeRequest(
         problem=problem, model=model, base_url=base_url, backend=backend, out=out, resume=resume,
-        loop=LoopSettings(seeds=seeds, rounds=rounds, rt=rt, at=at, long_term_memory=not no_long_term_memory,
-                          short_term_memory=not no_short_term_memory, max_repairs=max_repairs, profile=profile),
-        review=ReviewSettings(device=device, trials=trials, iters=iters, warmup=warmup,
-                              allow_torch_ops=allow_torch_ops, rules=_rules(rules)),
-        budget=Budget(max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
+        loop=from_options(LoopSettings, {}, seeds=seeds, rounds=rounds, rt=rt, at=at,
+                          long_term_memory=not no_long_term_memory, short_term_memory=not no_short_term_memory,
+                          max_repairs=max_repairs, profile=profile),
+        review=from_options(ReviewSettings, {}, device=device, trials=trials, iters=iters, warmup=warmup,
+                            allow_torch_ops=allow_torch_ops, rules=_rules(rules)),
+        budget=from_options(Budget, BUDGET_OPTIONS, max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
     )
     client = make_client(model, base_url)  # a missing key or a malformed model string fails before any work
     console = Console(stderr=as_json)
@@ -232,7 +239,7 @@ def bench(
     device: str = typer.Option("auto", help="cuda, cpu, or auto."),
     gpus: Optional[str] = typer.Option(None, help="GPU indices to use, e.g. 0,1 (default: every visible GPU); "
                                        "each GPU evaluates one candidate at a time."),
-    parallel: Optional[int] = typer.Option(None, min=1, help="Tasks in flight (default: 2 per GPU, so LLM waits "
+    parallel: Optional[int] = typer.Option(None, metavar="N", min=1, help="Tasks in flight (default: 2 per GPU, so LLM waits "
                                            "overlap evaluations; with --ray, 2 per GPU of the cluster)."),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="ADDRESS",  # "\\[ray]": help text is Rich markup, which would eat a bare [ray]
@@ -241,17 +248,17 @@ def bench(
         "(the address `ray start --head` printed), or ray://HOST:10001 from elsewhere. Needs pip install "
         "'kernelskill\\[ray]' here, and the same kernelskill, torch and triton on every node. Default: this "
         "machine's GPUs."),
-    seeds: int = typer.Option(3, min=1, max=32, help="Seed kernels per task."),
-    rounds: int = typer.Option(15, min=0, help="Rounds per task."),
+    seeds: int = typer.Option(3, metavar="N", min=1, max=32, help="Seed kernels per task."),
+    rounds: int = typer.Option(15, metavar="N", min=0, help="Rounds per task."),
     ablation: str = typer.Option("none", help="none, no-ltm, no-stm or no-memory."),
     baseline: Optional[str] = typer.Option(None, help="'compile': also time torch.compile(Model) against each "
                                            "task's best kernel."),
     profile: str = typer.Option("auto", help="Profile bases with ncu: auto, on, off."),
-    max_tokens_per_task: Optional[int] = typer.Option(None, min=1, help="Token budget per task."),
-    max_cost_per_task: Optional[float] = typer.Option(None, min=0.0001, help="US dollar budget per task."),
-    trials: int = typer.Option(5, min=1, help="Correctness trials per candidate."),
-    iters: Optional[int] = typer.Option(None, min=1, help="Timed calls per candidate."),
-    warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up calls per candidate."),
+    max_tokens_per_task: Optional[int] = typer.Option(None, metavar="N", min=1, help="Token budget per task."),
+    max_cost_per_task: Optional[float] = typer.Option(None, metavar="USD", min=0.0001, help="US dollar budget per task."),
+    trials: int = typer.Option(5, metavar="N", min=1, help="Correctness trials per candidate."),
+    iters: Optional[int] = typer.Option(None, metavar="N", min=1, help="Timed calls per candidate."),
+    warmup: Optional[int] = typer.Option(None, metavar="N", min=0, help="Warm-up calls per candidate."),
     rules: str = typer.Option("strict", help=RULES_HELP + " results.json reports success under both."),
     out: Optional[Path] = typer.Option(None, help="Run folder (default runs/bench-<time>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out: finished tasks are skipped."),
@@ -266,7 +273,7 @@ def bench(
     from kernelskill.llm.base import LLMError
     from kernelskill.llm.registry import make_client, no_model_message
     from kernelskill.loop.settings import LoopSettings
-    from kernelskill.settings import ReviewSettings
+    from kernelskill.settings import ReviewSettings, from_options
 
     if ablation not in ("none", "no-ltm", "no-stm", "no-memory"):
         raise KernelSkillError(f"--ablation must be none, no-ltm, no-stm or no-memory, not {ablation!r}")
@@ -288,9 +295,10 @@ def bench(
         problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model, base_url=base_url,
         backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation, baseline=baseline, out=out,
         resume=resume, ray=ray,
-        loop=LoopSettings(seeds=seeds, rounds=rounds, profile=profile),
-        review=ReviewSettings(device=device, trials=trials, iters=iters, warmup=warmup, rules=_rules(rules)),
-        budget=Budget(max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
+        loop=from_options(LoopSettings, {}, seeds=seeds, rounds=rounds, profile=profile),
+        review=from_options(ReviewSettings, {}, device=device, trials=trials, iters=iters, warmup=warmup,
+                            rules=_rules(rules)),
+        budget=from_options(Budget, BUDGET_OPTIONS, max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
     )
     client = make_client(model, base_url)
     console = Console()

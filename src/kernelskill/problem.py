@@ -2,13 +2,15 @@
 
 `read_problem` checks the file's shape without running it (cheap, safe to do in the parent process).
 `instantiate_problem` executes it and validates what `get_inputs` / `get_init_inputs` return; it runs inside the
-review worker. Both raise `ProblemError` with a message that names the file and says what is wrong.
+review worker. `check_problem` runs it once, cheaply, before `optimize` or `bench` asks a model anything. All raise
+`ProblemError` with a message that names the file and says what is wrong.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import itertools
 import sys
 import types
 from dataclasses import dataclass
@@ -105,13 +107,14 @@ def _where(exc: BaseException, filename: str) -> str:
     return f"{filename}:{line}" if line else filename
 
 
-def instantiate_problem(problem: Problem) -> LoadedProblem:
-    """Execute the problem file and check its three entry points. Runs in the review worker."""
+def instantiate_problem(problem: Problem, module_name: str = "kernelskill_problem") -> LoadedProblem:
+    """Execute the problem file and check its three entry points. Runs in the review worker (and, once per task,
+    in `check_problem`)."""
     import torch.nn as nn
 
     filename = str(problem.path)
     try:
-        module = load_module(problem.source, filename, "kernelskill_problem")
+        module = load_module(problem.source, filename, module_name)
     except Exception as exc:  # the user's file failed at import time: say where and why, no deep traceback
         raise ProblemError(f"{_where(exc, filename)}: the problem file raised on import: {type(exc).__name__}: {exc}") from None
     model_cls = getattr(module, "Model", None)
@@ -143,3 +146,37 @@ def call_entry(problem: Problem, fn, name: str) -> list:
     if name == "get_inputs" and not any(isinstance(v, torch.Tensor) for v in value):
         raise ProblemError(f"{filename}: `get_inputs()` returned no tensor; it must return the forward inputs")
     return list(value)
+
+
+_CHECKS = itertools.count()
+
+
+def check_problem(problem: Problem) -> None:
+    """Load the problem, build Model and draw one set of inputs, as the review worker will: a problem whose
+    `get_inputs()` raises would otherwise cost every seed's LLM call before its first review said so.
+
+    It runs on PyTorch's meta device first (shapes without memory: a KernelBench input of several GB costs
+    nothing), and only when that fails, again on the CPU, whose error is the one reported: some problems need real
+    values (`.item()`, numpy), which the meta device cannot give."""
+    import torch
+
+    try:
+        _build_and_draw(problem, torch.device("meta"))
+    except Exception:  # noqa: BLE001 - meta may be what failed; the CPU run below decides
+        _build_and_draw(problem, torch.device("cpu"))
+
+
+def _build_and_draw(problem: Problem, device) -> None:
+    name = f"kernelskill_problem_check_{next(_CHECKS)}"  # its own module: bench checks tasks from several threads
+    try:
+        loaded = instantiate_problem(problem, name)
+        with device:
+            init = call_entry(problem, loaded.get_init_inputs, "get_init_inputs")
+            try:
+                loaded.model_cls(*init)
+            except Exception as exc:
+                raise ProblemError(f"{_where(exc, str(problem.path))}: `Model(*get_init_inputs())` raised "
+                                   f"{type(exc).__name__}: {exc}") from None
+            call_entry(problem, loaded.get_inputs, "get_inputs")
+    finally:
+        sys.modules.pop(name, None)

@@ -6,9 +6,12 @@ can always be traced back to how it was measured.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kernelskill.errors import KernelSkillError
 
 Device = Literal["auto", "cuda", "cpu"]
 Rules = Literal["strict", "kernelbench"]
@@ -85,3 +88,21 @@ class ReviewSettings(BaseModel):
         if self.iters is not None:
             return self.iters
         return 100 if device == "cuda" else 10
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def from_options(model: type[M], options: Mapping[str, str], **values) -> M:
+    """Build settings from command-line values; a value out of range (a negative tolerance, a NaN, a timeout of 0)
+    becomes a KernelSkillError naming the option (`options` maps field names to flags), not a pydantic traceback."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors():
+            field = ".".join(str(part) for part in e["loc"])
+            flag = options.get(field, f"--{field.replace('_', '-')}")
+            rule = e["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
+            problems.append(f"{flag} must be {rule} (got {e.get('input')!r})")
+        raise KernelSkillError("; ".join(problems)) from None

@@ -59,13 +59,53 @@ def test_code_block_is_returned_whole():
     assert extract_code(code_reply()) == CANDIDATE
 
 
-def test_py_tag_and_last_block_that_defines_modelnew():
-    text = (
-        "```python\nclass ModelNew:  # first draft\n    pass\n```\n"
-        "```py\nclass ModelNew(nn.Module):\n    pass\n```\n"
-        "And a usage example:\n```python\nm = ModelNew()\nprint(m(x))\n```\n"
-    )
-    assert extract_code(text) == "class ModelNew(nn.Module):\n    pass\n"
+def test_a_usage_example_after_the_file_is_not_the_candidate():
+    text = code_reply() + "And a usage example:\n```python\nm = ModelNew()\nprint(m(x))\n```\n"
+    assert extract_code(text) == CANDIDATE
+
+
+# the shapes real models' replies take: the complete file is the candidate, whatever else the reply restates
+KERNELS, CLASS = CANDIDATE[: CANDIDATE.index("class ModelNew")], CANDIDATE[CANDIDATE.index("class ModelNew"):]
+STUB = "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _gelu_chain_kernel_launch(x)\n"
+IMPORTED_STUB = "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        ...\n"
+
+
+def fence(source: str, tag: str = "python") -> str:
+    return f"```{tag}\n{source.rstrip()}\n```\n"
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param(f"Here it is.\n{fence(CANDIDATE)}", id="one block"),
+    pytest.param(f"{fence(CANDIDATE)}\nThe key change, restated:\n{fence(STUB)}", id="file then stub"),
+    pytest.param(f"{fence(CANDIDATE)}\nIn short:\n{fence(IMPORTED_STUB)}", id="file then stub with imports"),
+    pytest.param(f"The shape of it:\n{fence(STUB)}\nThe whole file:\n{fence(CANDIDATE)}", id="stub then file"),
+    pytest.param(f"Sure.\n{fence(CANDIDATE, 'py')}", id="py fence"),
+    pytest.param(f"Sure.\n{fence(CANDIDATE, 'python3')}", id="python3 fence"),
+    pytest.param(CANDIDATE, id="no fence, whole file"),
+])
+def test_the_complete_file_is_chosen(text):
+    assert extract_code(text) == CANDIDATE
+
+
+def test_code_split_across_two_blocks_is_joined():
+    text = f"First the kernel:\n{fence(KERNELS)}\nThen the module:\n{fence(CLASS)}\nUsage:\n{fence('print(1)')}"
+    joined = extract_code(text)
+    assert joined == KERNELS.strip("\n") + "\n\n" + CLASS.strip("\n") + "\n"
+    compile(joined, "joined", "exec")
+
+
+def test_of_two_complete_files_the_later_correction_wins_even_when_shorter():
+    fixed = CANDIDATE.replace('"""Example candidate for examples/gelu_chain.py: one fused Triton kernel for '
+                              'gelu(2x + 1)."""\n', "")
+    assert len(fixed) < len(CANDIDATE)
+    text = f"{fence(CANDIDATE)}\nWait, a docstring is not needed. Corrected:\n{fence(fixed)}"
+    assert extract_code(text) == fixed
+
+
+def test_when_no_block_is_complete_the_longest_is_reviewed():
+    broken = CANDIDATE.replace("def forward(self, x: torch.Tensor)", "def forward(self x)")  # a syntax error
+    assert extract_code(f"{fence(broken)}\n{fence(STUB)}") == broken
+    assert extract_code(f"{fence(STUB)}\n{fence(broken)}") == broken
 
 
 def test_longer_fence_keeps_inner_backticks():

@@ -137,3 +137,47 @@ def test_a_newer_database_is_refused(tmp_path):
         f"the run store {tmp_path / 'run.db'} was written by a newer kernelskill (schema {newer}, this one knows "
         f"{len(schema.MIGRATIONS)}): upgrade kernelskill"
     )
+
+
+def damaged_store(tmp_path, page: int = 5):
+    """A run store with enough rows for many pages, then one page's header overwritten (a disk error): the file
+    still opens as SQLite, and only a query that reads that page would notice."""
+    with RunStore.create(tmp_path) as store:
+        run_id = store.add_run("optimize", "fake:", {})
+        task_id = store.add_task(run_id, "t", "t.py", "source")
+        for _ in range(200):
+            store.add_llm_call(run_id=run_id, task_id=task_id, round_idx=1, slot=0, agent="planner", attempt=1,
+                               messages=[{"role": "user", "content": "x" * 500}], reply="y" * 300, error=None,
+                               input_tokens=1, output_tokens=1, tokens_estimated=False, cost_usd=None, latency_s=0.0,
+                               attempts=1, model="fake:")
+    db = tmp_path / "run.db"
+    data = bytearray(db.read_bytes())
+    assert len(data) > 4096 * (page + 1)
+    data[4096 * page:4096 * page + 64] = b"\xa5" * 64
+    db.write_bytes(bytes(data))
+    return tmp_path
+
+
+def test_a_store_damaged_inside_a_page_is_refused_at_open(tmp_path):
+    with pytest.raises(KernelSkillError) as info:
+        RunStore.open(damaged_store(tmp_path))
+    message = str(info.value)
+    assert f"the run store {tmp_path / 'run.db'} is damaged" in message and "another --out" in message
+    assert "\n" not in message
+
+
+@pytest.mark.slow
+def test_resuming_a_damaged_store_exits_2_with_one_line(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    run_dir = damaged_store(tmp_path / "run")
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelskill.cli", "optimize", str(examples / "gelu_chain.py"), "--model",
+         f"replay:{examples / 'gelu_chain.transcript.jsonl'}", "--device", "cpu", "--out", str(run_dir), "--resume"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is damaged" in lines[0], proc.stderr

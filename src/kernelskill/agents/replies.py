@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
+from kernelskill.agents.candidate_blocks import MODEL_NEW, choose, is_complete
 from kernelskill.agents.context import Diagnosis, Plan, PlanContext
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\s`]*)[^`\n]*$")
-_MODEL_NEW = re.compile(r"\bclass\s+ModelNew\b")
 _CODE_TAGS = {"python", "py", "python3"}
 
 
@@ -89,31 +89,33 @@ def _json_object(body: str, where: str) -> dict:
 
 
 def extract_code(text: str) -> str:
-    """The candidate of a reply: the last ```python (or ```py) block that defines `class ModelNew`. The source
-    is not required to parse: a syntax error is the candidate's compile failure, which the Reviewer reports and
-    the repair chain fixes."""
+    """The candidate of a reply: among its ```python (or ```py, ```python3) blocks, the complete one, as
+    candidate_blocks.py decides (a file restated as a stub, code split over blocks); a reply with no fence at all
+    when it is a whole file. The source is not required to parse: a syntax error is the candidate's compile
+    failure, which the Reviewer reports and the repair chain fixes."""
     blocks = fenced_blocks(text)
     code = [b for b in blocks if b.tag in _CODE_TAGS]
-    code = code or [b for b in blocks if b.tag == "" and _MODEL_NEW.search(b.body)]  # an untagged fence
+    code = code or [b for b in blocks if b.tag == "" and MODEL_NEW.search(b.body)]  # an untagged fence
     if not code:
+        if not blocks and is_complete(text):  # the bare file, no fence
+            return text.strip("\n") + "\n"
         raise ReplyError(
             "no ```python block found; reply with exactly one fenced ```python block holding the complete "
             "candidate file (imports, kernels and `class ModelNew(nn.Module)`)"
         )
-    defining = [b for b in code if _MODEL_NEW.search(b.body)]
-    if not defining:
+    if not any(MODEL_NEW.search(b.body) for b in code):
         raise ReplyError(
             "the ```python block does not define `class ModelNew`; send the complete candidate file, not a "
             "fragment or a diff: imports, kernels and `class ModelNew(nn.Module)` with Model's __init__ and "
             "forward signatures"
         )
-    block = defining[-1]
-    if not block.closed:
+    chosen = choose([b.body for b in code if b.closed])
+    if chosen is None:  # every block that defines ModelNew was cut off
         raise ReplyError(
             "the ```python block is not closed (the reply was probably cut off at the token limit); send the "
             "complete file again in one ```python block and keep the explanation short"
         )
-    return block.body.strip("\n") + "\n"
+    return chosen.strip("\n") + "\n"
 
 
 # structured replies -----------------------------------------------------------------------------------------------

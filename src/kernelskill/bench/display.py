@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 
 from rich.console import Console
+from rich.markup import escape
 
 from kernelskill.bench.runner import BenchEvent
 from kernelskill.loop.display import SpinnerDisplay
@@ -41,11 +42,12 @@ class BenchDisplay(SpinnerDisplay):
             self.done[e.task] = e.result
             r = e.result
             if r.status == "failed":
-                what = f"[red]failed[/]: {(r.reason or '').splitlines()[0][:160]}"
+                what = f"[red]failed[/]: {escape((r.reason or '').splitlines()[0][:160] if r.reason else '')}"
             elif r.success:
                 what = f"[green]correct[/], {r.best_speedup:.3g}x" if r.best_speedup else "[green]correct[/]"
             else:
-                what = "[yellow]no correct kernel[/]"
+                last = next((h.get("reason") for h in reversed(r.history) if h.get("reason")), None)
+                what = "[yellow]no correct kernel[/]" + (f" (last: {escape(last)})" if last else "")
             extra = f" [dim]{e.text}[/]" if e.text else ""
             self.console.print(f"{e.task}: {what}{extra}", highlight=False, soft_wrap=True)
         elif e.kind == "round" and self.verbose:

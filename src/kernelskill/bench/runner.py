@@ -32,10 +32,13 @@ from kernelskill.loop.optimize import real_prebuild, real_reviewer, task_context
 from kernelskill.loop.runner import Event, Reviewer, TaskRunner
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import LoopState
-from kernelskill.problem import read_problem
+from kernelskill.problem import check_problem, read_problem
+from kernelskill.redact import redact_url
 from kernelskill.report.results import BenchResults, TaskResult, build_results, rounds_to_best_of, write_results
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore, add_stage_seconds, safe_name
+from kernelskill.store.lock import hold_run_folder
+from kernelskill.store.resume import refuse_changes
 
 Ablation = Literal["none", "no-ltm", "no-stm", "no-memory"]
 
@@ -122,12 +125,11 @@ def run_bench(
     loop = apply_ablation(request.loop, request.ablation)
     review_settings = request.review.model_copy(update={"device": device, "backend": request.backend})
     run_dir = request.out or Path("runs") / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    if request.resume:
-        store = RunStore.open(run_dir)
-    else:
-        store = RunStore.create(run_dir)
     stop = stop or threading.Event()
-    with store, (cluster or nullcontext()):
+    # one writer per run folder (store/lock.py): two `bench --resume` of one folder would run every task twice
+    with hold_run_folder(run_dir, create=not request.resume, command="bench"), \
+            (RunStore.open(run_dir) if request.resume else RunStore.create(run_dir)) as store, \
+            (cluster or nullcontext()):
         run_id, config = _run_row(store, request, loop, review_settings, device, gpus, cluster)
         config["run_dir"] = str(store.run_dir)
         config["run_id"] = run_id
@@ -157,7 +159,7 @@ def _run_row(store: RunStore, request: BenchRequest, loop: LoopSettings, review:
              gpus: list[str] | None, cluster=None) -> tuple[int, dict]:
     config = {
         "problems": str(request.problems), "levels": sorted(request.levels or []) or None,
-        "tasks": sorted(request.indices or []) or None, "model": request.model, "base_url": request.base_url,
+        "tasks": sorted(request.indices or []) or None, "model": request.model, "base_url": redact_url(request.base_url),
         "backend": request.backend, "device": device, "gpus": gpus, "ablation": request.ablation,
         "baseline": request.baseline, "seeds": loop.seeds, "rounds": loop.rounds,
         "loop": loop.model_dump(mode="json"), "review": review.model_dump(mode="json"),
@@ -171,6 +173,7 @@ def _run_row(store: RunStore, request: BenchRequest, loop: LoopSettings, review:
     run = store.latest_run()
     if run is None or run.kind != "bench":
         raise KernelSkillError(f"{store.db_path} holds no bench run to resume")
+    refuse_changes(store.run_dir, run.config, config)  # one run folder never mixes two problem sets or protocols
     store.set_run_status(run.id, "running")
     return run.id, dict(run.config)
 
@@ -267,6 +270,7 @@ class _Bench:
 
     def _optimize(self, t: BenchTask, task_id: int) -> TaskResult:
         problem = read_problem(t.path)
+        check_problem(problem)  # a problem that cannot run fails its task before any model is asked
 
         def on_event(e: Event) -> None:
             if e.kind == "round" and e.record is not None:

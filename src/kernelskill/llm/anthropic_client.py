@@ -12,6 +12,7 @@ from kernelskill.errors import KernelSkillError
 from kernelskill.llm.accounting import PRICES, Price, cost_usd
 from kernelskill.llm.base import Completion, LLMAuthError, Message, Secret, Usage
 from kernelskill.llm.retry import Failure, RetryPolicy, call_with_retries, classify_sdk_error
+from kernelskill.redact import redact_url
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 
@@ -31,7 +32,7 @@ class AnthropicClient:
     ) -> None:
         self.model = model  # "anthropic/<name>"
         self.name = model.split("/", 1)[1]
-        self.base_url = base_url
+        self.base_url = redact_url(base_url)  # what is shown; the SDK below gets the URL as given
         self.official = base_url is None
         self.priced = self.official and (PRICES if prices is None else prices).get(model) is not None
         self._prices = prices

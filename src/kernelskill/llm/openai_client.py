@@ -16,6 +16,7 @@ import openai
 from kernelskill.llm.accounting import PRICES, Price, cost_usd
 from kernelskill.llm.base import Completion, LLMAuthError, Message, Secret, Usage
 from kernelskill.llm.retry import Failure, RetryPolicy, call_with_retries, classify_sdk_error
+from kernelskill.redact import redact_url
 
 log = logging.getLogger("kernelskill.llm")
 KEY_VAR = "OPENAI_API_KEY"
@@ -38,7 +39,7 @@ class OpenAIClient:
     ) -> None:
         self.model = model  # "openai/<name>"
         self.name = model.split("/", 1)[1]
-        self.base_url = base_url
+        self.base_url = redact_url(base_url)  # what is shown; the SDK below gets the URL as given
         self.official = base_url is None or urlparse(base_url).hostname == OFFICIAL_HOST
         self.priced = self.official and (PRICES if prices is None else prices).get(model) is not None
         self._prices = prices

@@ -21,6 +21,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from kernelskill.llm.base import LLMAuthError, LLMRequestError, LLMUnavailable, Secret
+from kernelskill.redact import redact_text
 
 log = logging.getLogger("kernelskill.llm")
 T = TypeVar("T")
@@ -127,7 +128,7 @@ def call_with_retries(
             failure = classify(exc)
             if failure is None:
                 raise
-        safe = redact(failure.description)
+        safe = redact_text(redact(failure.description))  # the key, and credentials in any URL quoted
         if failure.kind == "auth":
             raise auth_error(failure) from None  # `from None`: the SDK error may carry the key in its body
         if failure.kind == "fatal":

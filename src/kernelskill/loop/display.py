@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
@@ -21,9 +22,11 @@ def round_line(rec: RoundRecord) -> str:
     style = _VERDICT_STYLE.get(rec.verdict, "red")
     promoted = f"  [bold cyan]→ {rec.promoted}[/]" if rec.promoted else ""
     method = f"  {rec.method}" if rec.method else ""
-    note = f"  [dim]{rec.note}[/]" if rec.note else ""
+    # the reason and the note quote compilers and reviews: "[0, 3]" must print as text, not as Rich markup
+    reason = f"  [{style}]{escape(rec.reason)}[/]" if rec.reason else ""
+    note = f"  [dim]{escape(rec.note)}[/]" if rec.note else ""
     return (f"{where:>9}  {rec.branch:<8}{method}  [{style}]{rec.verdict}[/]  {_x(rec.speedup)}"
-            f"  best {_x(rec.best_speedup)}{promoted}{note}")
+            f"  best {_x(rec.best_speedup)}{promoted}{reason}{note}")
 
 
 class SpinnerDisplay:

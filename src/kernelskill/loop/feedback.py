@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernelskill.agents.context import DecisionBrief, ReviewFeedback
 from kernelskill.memory.decision import Decision
+from kernelskill.review.render import failure_reason
 from kernelskill.review.results import ReviewResult
 
 # The log tail is the last resort for a crash or timeout whose message says little; compiler errors and mismatch
@@ -37,6 +38,14 @@ def failed_feedback(kind: str, error: str) -> ReviewFeedback:
 
 def verdict_of(feedback: ReviewFeedback) -> str:
     return "correct" if feedback.correct else (feedback.error_kind or "failed")
+
+
+def reason_of(feedback: ReviewFeedback) -> str:
+    """Why the kernel failed, for the console line and the report ("" for a correct one)."""
+    if feedback.correct:
+        return ""
+    check = feedback.checks[0].split(": ")[0] if feedback.checks and feedback.error_kind == "rejected" else None
+    return failure_reason(feedback.error, check)
 
 
 def decision_brief(decision: Decision, allowed: list[str], note: str | None = None) -> DecisionBrief:

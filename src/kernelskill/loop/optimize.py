@@ -27,9 +27,12 @@ from kernelskill.llm.scripted import ReplayClient
 from kernelskill.loop.runner import Event, Profiler, Reviewer, TaskContext, TaskRunner
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import LoopState, RoundRecord
-from kernelskill.problem import read_problem
+from kernelskill.problem import check_problem, read_problem
+from kernelskill.redact import redact_url
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
+from kernelskill.store.lock import hold_run_folder
+from kernelskill.store.resume import refuse_changes
 
 
 class OptimizeRequest(BaseModel):
@@ -90,11 +93,11 @@ def optimize(
 ) -> OptimizeSummary:
     """Run (or resume) the loop on one problem. `client`, `reviewer`, `profiler` and `prebuild` replace the real
     ones in tests."""
-    from kernelskill.llm.registry import make_client
     from kernelskill.review.reviewer import resolve_device
 
     start = time.monotonic()
     problem = read_problem(request.problem)  # a malformed problem fails here, before any model is asked
+    check_problem(problem)  # ... and one whose Model or get_inputs() raises, before any run folder is made
     if request.backend not in ("triton", "cuda"):
         raise KernelSkillError(f"--backend must be triton or cuda, not {request.backend!r}")
     device = resolve_device(request.review.device)
@@ -110,44 +113,53 @@ def optimize(
         )
     review_settings = request.review.model_copy(update={"device": device, "backend": request.backend})
 
-    if request.resume:
-        if request.out is None:
-            raise KernelSkillError("--resume needs --out DIR: the run folder of the run to continue")
-        store = RunStore.open(request.out)
-    else:
-        store = RunStore.create(request.out or default_run_dir(problem.path))
-    with store:
-        run_id, task_id, loop_settings, model = _run_and_task(store, request, problem, device, review_settings)
-        on_event(Event("info", f"run folder {store.run_dir} ({'resumed' if request.resume else 'new'}); "
-                               f"{problem.name} on {device}, {request.backend}, model {model}"))
-        if client is None:
-            client = make_client(model, request.base_url)
-        if isinstance(client, ReplayClient):  # replies the interrupted run already used are not served again
-            for agent, count in _used_replies(store, task_id).items():
-                client.skip(agent, count)
-        kb = None
-        if loop_settings.long_term_memory:
-            from kernelskill.memory.knowledge import load_knowledge
+    if request.resume and request.out is None:
+        raise KernelSkillError("--resume needs --out DIR: the run folder of the run to continue")
+    run_dir = request.out or default_run_dir(problem.path)
+    # one writer per run folder: a second `--resume` of the same folder would redo the same rounds
+    with hold_run_folder(run_dir, create=not request.resume, command="optimize"):
+        store = RunStore.open(run_dir) if request.resume else RunStore.create(run_dir)
+        with store:
+            return _optimize_in(store, request, problem, device, review_settings, client, reviewer, profiler,
+                                prebuild, on_event, start)
 
-            kb = load_knowledge()
-        if profiler == "default":
-            profiler = default_profiler(loop_settings, device, store.run_dir)
-        ctx = task_context(
-            store, run_id, task_id, problem, client, request.budget, kb, review_settings, loop_settings,
-            reviewer or real_reviewer, profiler, on_event, device,
-            prebuild=(real_prebuild if reviewer is None and device == "cuda" else None) if prebuild == "default" else prebuild,
-        )
-        try:
-            state = TaskRunner(ctx).run()
-        except KeyboardInterrupt:
-            store.set_run_status(run_id, "interrupted")
-            store.set_task_status(task_id, "running", reason="interrupted; continue with --resume")
-            raise
-        except BaseException:
-            store.set_run_status(run_id, "failed")
-            raise
-        seconds = time.monotonic() - start
-        return _finish(store, run_id, task_id, state, request, loop_settings, device, model, seconds)
+
+def _optimize_in(store: RunStore, request: OptimizeRequest, problem, device: str, review_settings: ReviewSettings,
+                 client, reviewer, profiler, prebuild, on_event, start: float) -> OptimizeSummary:
+    """The run itself, in the locked and opened run store."""
+    from kernelskill.llm.registry import make_client
+
+    run_id, task_id, loop_settings, model = _run_and_task(store, request, problem, device, review_settings)
+    on_event(Event("info", f"run folder {store.run_dir} ({'resumed' if request.resume else 'new'}); "
+                           f"{problem.name} on {device}, {request.backend}, model {model}"))
+    if client is None:
+        client = make_client(model, request.base_url)
+    if isinstance(client, ReplayClient):  # replies the interrupted run already used are not served again
+        for agent, count in _used_replies(store, task_id).items():
+            client.skip(agent, count)
+    kb = None
+    if loop_settings.long_term_memory:
+        from kernelskill.memory.knowledge import load_knowledge
+
+        kb = load_knowledge()
+    if profiler == "default":
+        profiler = default_profiler(loop_settings, device, store.run_dir)
+    ctx = task_context(
+        store, run_id, task_id, problem, client, request.budget, kb, review_settings, loop_settings,
+        reviewer or real_reviewer, profiler, on_event, device,
+        prebuild=(real_prebuild if reviewer is None and device == "cuda" else None) if prebuild == "default" else prebuild,
+    )
+    try:
+        state = TaskRunner(ctx).run()
+    except KeyboardInterrupt:
+        store.set_run_status(run_id, "interrupted")
+        store.set_task_status(task_id, "running", reason="interrupted; continue with --resume")
+        raise
+    except BaseException:
+        store.set_run_status(run_id, "failed")
+        raise
+    seconds = time.monotonic() - start
+    return _finish(store, run_id, task_id, state, request, loop_settings, device, model, seconds)
 
 
 def task_context(
@@ -189,7 +201,7 @@ def task_context(
 def _run_and_task(store: RunStore, request: OptimizeRequest, problem, device: str, review_settings: ReviewSettings):
     """The run and task rows: new ones, or (resuming) the stored ones, whose settings then apply."""
     config = {
-        "problem": str(problem.path), "backend": request.backend, "device": device, "base_url": request.base_url,
+        "problem": str(problem.path), "backend": request.backend, "device": device, "base_url": redact_url(request.base_url),
         "loop": request.loop.model_dump(mode="json"), "review": review_settings.model_dump(mode="json"),
         "budget": request.budget.model_dump(mode="json"), "kernelskill": __version__,
     }
@@ -200,6 +212,9 @@ def _run_and_task(store: RunStore, request: OptimizeRequest, problem, device: st
     run = store.latest_run()
     if run is None:
         raise KernelSkillError(f"{store.db_path} holds no run to resume")
+    # more rounds continue the same trajectory; anything else would mix two experiments in one folder
+    refuse_changes(store.run_dir, {**run.config, "model": run.model}, {**config, "model": request.model},
+                   may_raise=frozenset({"loop.rounds"}))
     task = store.find_task(run.id, problem.name)
     if task is None:
         names = ", ".join(t.name for t in store.tasks(run.id)) or "none"

@@ -32,7 +32,7 @@ from kernelskill.candidate import parse_candidate
 from kernelskill.errors import CandidateError
 from kernelskill.llm.base import BudgetExceeded, LLMAuthError, LLMError
 from kernelskill.llm.scripted import ReplayExhausted
-from kernelskill.loop.feedback import decision_brief, failed_feedback, review_feedback, verdict_of
+from kernelskill.loop.feedback import decision_brief, failed_feedback, reason_of, review_feedback, verdict_of
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import KernelRef, LoopState, RoundRecord, promotion
 from kernelskill.memory.codeview import build_view
@@ -181,7 +181,7 @@ class TaskRunner:
             return exc
         ref = self._review(round_id, f"seed-{k}", source, origin="seed", parent=None)
         self._record(RoundRecord(round=0, slot=k, branch="seed", label=ref.label, verdict=verdict_of(ref.feedback),
-                                 speedup=self.state.speedup_of(ref), ms=ref.ms))
+                                 speedup=self.state.speedup_of(ref), ms=ref.ms, reason=reason_of(ref.feedback)))
         return ref
 
     # ---- rounds --------------------------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ class TaskRunner:
         """Update best, base, the repair chain and the optimization memory after `ref` was reviewed."""
         ctx, st = self.ctx, self.state
         record.label, record.verdict, record.speedup = ref.label, verdict_of(ref.feedback), st.speedup_of(ref)
-        record.ms = ref.ms
+        record.ms, record.reason = ref.ms, reason_of(ref.feedback)
         came_from_chain = st.failing is not None
         if not ref.feedback.correct or ref.ms is None:
             if not came_from_chain:  # a new chain starts at this kernel

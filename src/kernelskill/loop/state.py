@@ -41,6 +41,7 @@ class RoundRecord(BaseModel):
     ms: float | None = None  # the kernel's own time, when correct
     best_speedup: float | None = None  # after this round
     promoted: Literal["best", "base", "best+base"] | None = None
+    reason: str = ""  # why the kernel failed, in one line (review/render.py failure_reason); "" when it did not
     note: str = ""
 
 

@@ -72,6 +72,7 @@ ul.tree li { margin: .2rem 0; }
 .tag.seed { background: #e8f0fe; } .tag.repair { background: #fff4e5; } .tag.optimize { background: #eaf7ee; }
 .ok { color: var(--ok); font-weight: 600; } .bad { color: var(--bad); font-weight: 600; }
 .promo { color: var(--accent); font-weight: 600; }
+.reason { color: var(--bad); font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .8rem; }
 .decision { font-size: .82rem; color: var(--muted); margin: .1rem 0 .2rem 1rem; }
 .decision .chosen { color: var(--fg); font-weight: 700; text-decoration: underline; }
 .flags { color: var(--warn); }
@@ -202,7 +203,8 @@ def _task_tree(task: TaskResult, tree: TaskTree | None) -> str:
         if tree.source == "history":
             why = f" ({esc(tree.note)})" if tree.note else ""
             body.append(f'<p class="note">Rebuilt from the history{why}: parents are inferred.</p>')
-        body.append('<ul class="tree">' + "".join(_node(n) for n in tree.roots) + "</ul>")
+        seen: dict[str, str] = {}  # caveats already shown in this tree -> the kernel they were shown under
+        body.append('<ul class="tree">' + "".join(_node(n, seen) for n in tree.roots) + "</ul>")
         if tree.unproductive:
             items = "".join(
                 f"<li>{esc(_where(rec.get('round'), rec.get('slot') or 0))} {esc(rec.get('branch') or '')}: "
@@ -214,7 +216,7 @@ def _task_tree(task: TaskResult, tree: TaskTree | None) -> str:
             + "".join(body) + "</details>")
 
 
-def _node(node: Node) -> str:
+def _node(node: Node, seen: dict[str, str]) -> str:
     verdict_class = "ok" if node.verdict == "correct" else "bad"
     parts = [f"<code>{esc(node.label)}</code>",
              f'<span class="muted">{esc(_where(node.round, node.slot))}</span>']
@@ -224,27 +226,59 @@ def _node(node: Node) -> str:
         parts.append(f'<span class="method">{esc(node.method)}</span>')
     if node.verdict:
         parts.append(f'<span class="{verdict_class}">{esc(node.verdict)}</span>')
+    if node.reason and node.verdict != "correct":
+        parts.append(f'<span class="reason">{esc(node.reason)}</span>')
     if node.speedup is not None:
         parts.append(f'<span class="x">{esc(fmt_x(node.speedup))}</span>')
     if node.promoted:
         parts.append(f'<span class="promo">→ {esc(node.promoted)}</span>')
     if node.note:
         parts.append(f'<span class="muted">{esc(node.note)}</span>')
-    decision = _decision(node.decision, node.method) if node.decision else ""
-    children = f"<ul>{''.join(_node(c) for c in node.children)}</ul>" if node.children else ""
+    decision = _decision(node.decision, node.method, node.label, seen) if node.decision else ""
+    children = f"<ul>{''.join(_node(c, seen) for c in node.children)}</ul>" if node.children else ""
     return f'<li><div class="node">{" ".join(parts)}</div>{decision}{children}</li>'
 
 
-def _decision(d: DecisionInfo, chosen: str | None) -> str:
+def _decision(d: DecisionInfo, chosen: str | None, label: str, seen: dict[str, str]) -> str:
     allowed = ", ".join(f'<span class="chosen">{esc(m)}</span>' if m == chosen else esc(m) for m in d.allowed)
     case = esc(d.case) if d.case else "no case matched"
-    text = f"decision: bottleneck <b>{esc(d.bottleneck)}</b> · case <b>{case}</b> · allowed methods: " \
-           f"{allowed or 'none'}"
+    if not allowed and chosen:
+        # the loop opens every method not forbidden when the table allows none (loop/runner.py): say so, rather
+        # than "allowed methods: none" beside the method that was applied
+        methods = ('free choice (no case allowed a method, so every method not forbidden was open): the Planner '
+                   f'chose <span class="chosen">{esc(chosen)}</span>')
+    else:
+        methods = f"allowed methods: {allowed or 'none'}"
+    text = f"decision: bottleneck <b>{esc(d.bottleneck)}</b> · case <b>{case}</b> · {methods}"
     if d.forbidden:
         text += f" · forbidden: {esc(', '.join(d.forbidden))}"
     if d.caveats:
-        text += f" · caveats: {esc('; '.join(d.caveats))}"
+        caveats = "; ".join(collapse_missing(c) for c in d.caveats)
+        if caveats in seen:  # the same evidence was missing for an earlier kernel of this task: once is enough
+            text += f" · caveats: as under {esc(seen[caveats])}"
+        else:
+            seen[caveats] = label
+            text += f" · caveats: {esc(caveats)}"
     return f'<div class="decision">{text}</div>'
+
+
+_MISSING = re.compile(r"([\w.-]+) \(missing: ([^)]*)\)")
+
+
+def collapse_missing(caveat: str) -> str:
+    """"a (missing: x, y); b (missing: x, y); c (missing: z)" -> "a, b (missing: x, y); c (missing: z)": the
+    policy's caveat lists every rule it could not evaluate, and most lack the same metrics."""
+    head, sep, tail = caveat.partition(": ")
+    items = [part.strip() for part in tail.split(";")] if sep else []
+    matches = [_MISSING.fullmatch(item) for item in items]
+    if not items or not all(matches):
+        return caveat
+    groups: dict[str, list[str]] = {}
+    for m in matches:
+        groups.setdefault(m.group(2), []).append(m.group(1))
+    if len(groups) == len(items):
+        return caveat
+    return head + sep + "; ".join(f"{', '.join(names)} (missing: {missing})" for missing, names in groups.items())
 
 
 def _flagged(results: BenchResults) -> str:

@@ -138,11 +138,14 @@ def convergence_svg(tasks: Sequence[TaskResult], level: str, key: str) -> str:
     series = {t.name: best_by_round(t) for t in tasks}
     last = max((r for s in series.values() for r, _ in s), default=0)
     values = []
-    for points in series.values():
+    many = len(tasks) > 10  # many tasks: one colour, and one legend entry for them all
+    for name, points in series.items():
         pts = [(r, v) for r, v in points if v is not None]
         if pts:
-            style = {"color": "#4c72b0", "alpha": 0.3} if len(tasks) > 10 else {"alpha": 0.5}  # many: one colour
-            ax.plot(*zip(*pts), drawstyle="steps-post", linewidth=1, marker="o", markersize=2.5, **style)
+            style = {"color": "#4c72b0", "alpha": 0.3} if many else {"alpha": 0.5}
+            label = ("one thin line per task" if not values else None) if many else name
+            ax.plot(*zip(*pts), drawstyle="steps-post", linewidth=1, marker="o", markersize=2.5, label=label,
+                    **style)
             values += [v for _, v in pts]
     means = []
     for r in range(last + 1):
@@ -156,7 +159,8 @@ def convergence_svg(tasks: Sequence[TaskResult], level: str, key: str) -> str:
     if means:
         ax.plot(*zip(*means), color="black", linewidth=2.5, drawstyle="steps-post",
                 label="mean over tasks with a correct kernel")
-        ax.legend(loc="upper left", fontsize=8)
+        # outside the axes, so it hides no line however many tasks it names
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
         lo, hi = min(values), max(values)
         ax.set_yscale("log")
         ax.set_ylim(min(lo, 1.0) / 1.3, max(hi, 1.0) * 1.3)

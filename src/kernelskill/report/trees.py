@@ -14,7 +14,8 @@ from pathlib import Path
 
 from kernelskill.errors import KernelSkillError
 from kernelskill.report.results import BenchResults, TaskResult
-from kernelskill.store import DB_NAME, CandidateRow, DecisionRow, RunStore
+from kernelskill.review.render import failure_reason
+from kernelskill.store import DB_NAME, CandidateRow, DecisionRow, ReviewRow, RunStore
 
 # the order in which the loop picks the failed seed to repair when no seed is correct (loop/runner.py)
 _REPAIR_ORDER = {"mismatch": 0, "runtime_error": 1, "rejected": 2, "timeout": 3, "crash": 4}
@@ -42,6 +43,7 @@ class Node:
     verdict: str | None = None
     speedup: float | None = None  # from the history: eager time / this kernel's time
     promoted: str | None = None
+    reason: str = ""  # why it failed, in one line: from the history, else from its review in run.db
     note: str = ""
     decision: DecisionInfo | None = None
     in_history: bool = True  # False: a kernel of a round the history does not hold (abandoned by a resume)
@@ -110,17 +112,25 @@ def _from_store(store: RunStore, results: BenchResults) -> dict[TreeKey, TaskTre
             candidates = store.candidates(row.id)
             if candidates:
                 rounds = {r.id: r for r in store.rounds(row.id)}
-                verdicts = {}
+                verdicts, reasons = {}, {}
                 for c in candidates:
                     review = store.review_of(c.id)
                     if review is not None:
                         verdicts[c.id] = "correct" if review.correct else (review.error_kind or "failed")
-                trees[tree_key(task)] = _tree(task, candidates, rounds, verdicts, store.decisions(row.id))
+                        if not review.correct:
+                            reasons[c.id] = _review_reason(review)
+                trees[tree_key(task)] = _tree(task, candidates, rounds, verdicts, store.decisions(row.id), reasons)
     return trees
 
 
+def _review_reason(review: ReviewRow) -> str:
+    checks = review.result.get("checks") or []
+    check = checks[0].get("name") if review.error_kind == "rejected" and checks else None
+    return failure_reason(review.error, check)
+
+
 def _tree(task: TaskResult, candidates: Sequence[CandidateRow], rounds: dict, verdicts: dict[int, str],
-          decisions: Sequence[DecisionRow]) -> TaskTree:
+          decisions: Sequence[DecisionRow], reasons: dict[int, str] | None = None) -> TaskTree:
     history = {rec.get("label"): rec for rec in task.history if rec.get("label")}
     decision_of_round = {d.round_id: _decision(d) for d in decisions if d.round_id is not None}
     nodes: dict[int, Node] = {}
@@ -133,6 +143,8 @@ def _tree(task: TaskResult, candidates: Sequence[CandidateRow], rounds: dict, ve
             node = Node(label=c.label, round=rnd.idx if rnd else None, branch=c.origin,
                         method=rnd.method if rnd else None, verdict=verdicts.get(c.id), in_history=False,
                         note="not in the task's history (a round abandoned by an interrupted run)")
+        if not node.reason and node.verdict != "correct":  # a history written before rounds kept their reason
+            node.reason = (reasons or {}).get(c.id, "")
         if c.origin == "optimize":
             node.decision = decision_of_round.get(c.round_id)
         nodes[c.id] = node
@@ -187,7 +199,8 @@ def tree_from_history(task: TaskResult) -> TaskTree:
 def _node(rec: dict) -> Node:
     return Node(label=rec.get("label") or "", round=rec.get("round"), slot=rec.get("slot") or 0,
                 branch=rec.get("branch"), method=rec.get("method"), verdict=rec.get("verdict"),
-                speedup=rec.get("speedup"), promoted=rec.get("promoted"), note=rec.get("note") or "")
+                speedup=rec.get("speedup"), promoted=rec.get("promoted"), reason=rec.get("reason") or "",
+                note=rec.get("note") or "")
 
 
 def _unproductive(task: TaskResult) -> list[dict]:

@@ -14,6 +14,19 @@ def to_json(result: ReviewResult) -> str:
     return json.dumps(result.model_dump(mode="json"), indent=2)
 
 
+REASON_CHARS = 200
+
+
+def failure_reason(error: str | None, check: str | None = None) -> str:
+    """Why a review failed, in one line for a console or a report tree: the check that fired, and the first lines of
+    the error (a compiler's first error, the mismatch summary). The whole error stays in the run store."""
+    lines = [" ".join(line.split()) for line in (error or "").splitlines() if line.strip()][:2]
+    text = " | ".join(lines)
+    if check and check not in text:
+        text = f"check {check}" + (f": {text}" if text else "")
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f} ms" if value < 1 else f"{value:.3f} ms"
 

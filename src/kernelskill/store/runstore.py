@@ -486,6 +486,8 @@ def _connect(db_path: Path, *, create: bool) -> sqlite3.Connection:
                 "crash safety and concurrent writers need: put the run folder on a local disk"
             )
         conn.execute("PRAGMA synchronous = NORMAL")  # with WAL: a crash never corrupts, a power cut may lose the last
+        if not create:
+            _check_intact(conn, db_path)
         schema.apply_migrations(conn, db_path)
     except sqlite3.Error as exc:
         conn.close()
@@ -494,6 +496,19 @@ def _connect(db_path: Path, *, create: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _check_intact(conn: sqlite3.Connection, db_path: Path) -> None:
+    """Refuse a store damaged inside a page (a disk error, a copy cut short): its header opens fine, and the damage
+    would surface later as "database disk image is malformed" from whichever query reads that page, mid-run.
+    quick_check reads every page once (milliseconds for a run store of a few MB)."""
+    found = [row[0] for row in conn.execute("PRAGMA quick_check(3)").fetchall()]
+    if found != ["ok"]:
+        lines = [" ".join(line.split()) for text in found for line in text.splitlines() if not line.startswith("***")]
+        raise KernelSkillError(
+            f"the run store {db_path} is damaged ({'; '.join(lines)[:300]}): move the run folder away and start a "
+            "new run with another --out (its kernels/ and summary files stay readable)"
+        )
 
 
 def _open_error(db_path: Path, exc: sqlite3.Error) -> KernelSkillError:

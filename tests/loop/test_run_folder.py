@@ -1,0 +1,128 @@
+"""A run folder has one writer at a time, and a resume may not change what the run measures (optimize and bench)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelskill.bench.runner import BenchRequest, run_bench
+from kernelskill.errors import KernelSkillError
+from kernelskill.loop.optimize import OptimizeRequest, optimize
+from kernelskill.loop.settings import LoopSettings
+from kernelskill.settings import ReviewSettings
+from kernelskill.store import RunStore
+from kernelskill.store.lock import hold_run_folder
+
+from .helpers import EXAMPLES, PROBLEM, AgentScript, FakeReviewer, kernel
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def optimize_request(out: Path, **loop) -> OptimizeRequest:
+    return OptimizeRequest(problem=PROBLEM, model="script:", out=out, resume=True,
+                           loop=LoopSettings(**{"seeds": 1, "rounds": 0, "profile": "off", "parallel_seeds": False, **loop}),
+                           review=ReviewSettings(device="cpu"))
+
+
+def bench_request(problems: Path, out: Path, *, resume=False, rounds=0, model="script:") -> BenchRequest:
+    return BenchRequest(problems=problems, model=model, out=out, resume=resume, parallel=1,
+                        loop=LoopSettings(seeds=1, rounds=rounds, profile="off"), review=ReviewSettings(device="cpu"))
+
+
+def problem_folder(path: Path) -> Path:
+    path.mkdir()
+    shutil.copy(PROBLEM, path / "1_gelu_chain.py")
+    return path
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
+    env["PYTHONPATH"] = str(SRC)
+    return subprocess.run([sys.executable, "-m", "kernelskill.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+# ---- one writer ---------------------------------------------------------------------------------------------------
+
+def test_a_second_writer_is_refused_and_told_the_holders_pid(tmp_path):
+    out = tmp_path / "run"
+    with hold_run_folder(out, create=True, command="optimize"):
+        with pytest.raises(KernelSkillError, match=rf"in use by process {os.getpid()} \(kernelskill optimize\)"):
+            optimize(optimize_request(out), client=AgentScript(), reviewer=FakeReviewer(), profiler=None)
+        with pytest.raises(KernelSkillError, match=rf"in use by process {os.getpid()}"):
+            run_bench(bench_request(problem_folder(tmp_path / "p"), out, resume=True), client=AgentScript(),
+                      reviewer=FakeReviewer())
+    # released with the holder: the folder is writable again
+    s = optimize(optimize_request(out).model_copy(update={"resume": False}),
+                 client=AgentScript(generator=[kernel("correct", 1.0)]), reviewer=FakeReviewer(), profiler=None)
+    assert s.success
+
+
+@pytest.mark.slow
+def test_cli_second_resume_exits_2_with_one_line_naming_the_pid(tmp_path):
+    out = tmp_path / "run"
+    folder = problem_folder(tmp_path / "p")
+    with hold_run_folder(out, create=True, command="bench"):
+        optimize_run = cli("optimize", str(PROBLEM), "--model", f"replay:{EXAMPLES / 'gelu_chain.transcript.jsonl'}",
+                           "--device", "cpu", "--out", str(out), "--resume")
+        bench_run = cli("bench", "--problems", str(folder), "--model", "openai/m", "--base-url",
+                        "http://127.0.0.1:9/v1", "--device", "cpu", "--out", str(out), "--resume")
+    for r in (optimize_run, bench_run):
+        assert r.returncode == 2, r.stderr[-2000:]
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"in use by process {os.getpid()}" in lines[0], r.stderr
+        assert "Traceback" not in r.stderr
+
+
+# ---- what a resume may change -------------------------------------------------------------------------------------
+
+def test_bench_resume_refuses_other_problems_rounds_or_model_and_names_each(tmp_path):
+    folder, out = problem_folder(tmp_path / "p"), tmp_path / "run"
+    run_bench(bench_request(folder, out), client=AgentScript(generator=[kernel("correct", 1.0)]),
+              reviewer=FakeReviewer())
+    other = problem_folder(tmp_path / "q")
+    with pytest.raises(KernelSkillError) as info:
+        run_bench(bench_request(other, out, resume=True), client=AgentScript(), reviewer=FakeReviewer())
+    message = str(info.value)
+    assert f"--problems: {folder} when the run started, {other} now" in message and "--out" in message
+    with pytest.raises(KernelSkillError) as info:
+        run_bench(bench_request(folder, out, resume=True, rounds=2, model="script:other"), client=AgentScript(),
+                  reviewer=FakeReviewer())
+    message = str(info.value)
+    assert "--rounds: 0 when the run started, 2 now" in message
+    assert "--model: script: when the run started, script:other now" in message
+    # the same settings (the folder named another way) resume: the finished task is skipped, nothing is asked
+    results = run_bench(bench_request(tmp_path / "p" / ".." / "p", out, resume=True), client=AgentScript(),
+                        reviewer=FakeReviewer())
+    assert results.overall.tasks == 1 and results.overall.success == 1.0
+    with RunStore.open(out) as store:
+        assert len(store.tasks(store.latest_run().id)) == 1
+
+
+def test_optimize_resume_allows_more_rounds_but_not_other_settings(tmp_path):
+    out = tmp_path / "run"
+    request = optimize_request(out).model_copy(update={"resume": False})
+    optimize(request, client=AgentScript(generator=[kernel("correct", 1.0)]), reviewer=FakeReviewer(), profiler=None)
+    with pytest.raises(KernelSkillError, match="--seeds: 1 when the run started, 2 now"):
+        optimize(optimize_request(out, seeds=2), client=AgentScript(), reviewer=FakeReviewer(), profiler=None)
+    changed = optimize_request(out).model_copy(update={"review": ReviewSettings(device="cpu", trials=2)})
+    with pytest.raises(KernelSkillError, match="--trials: 5 when the run started, 2 now"):
+        optimize(changed, client=AgentScript(), reviewer=FakeReviewer(), profiler=None)
+    s = optimize(optimize_request(out), client=AgentScript(), reviewer=FakeReviewer(), profiler=None)
+    assert s.rounds_run == 0 and s.success
+
+
+def test_differences_ignore_provenance_and_allow_only_the_listed_raises():
+    from kernelskill.store.resume import differences
+
+    started = {"loop": {"rounds": 3, "seeds": 1}, "kernelskill": "0.1", "gpus": ["0"], "problems": "a"}
+    assert differences(started, {**started, "kernelskill": "0.2", "gpus": ["1"]}) == []
+    more = {**started, "loop": {"rounds": 5, "seeds": 1}}
+    assert differences(started, more, may_raise=frozenset({"loop.rounds"})) == []
+    assert differences(more, started, may_raise=frozenset({"loop.rounds"})) == [
+        "--rounds: 5 when the run started, 3 now"]

@@ -46,7 +46,7 @@ class RunFeatureSpec(_Strict):
     id: Id
     definition: str
     type: Literal["int", "float", "bool", "per_kernel"]  # per_kernel: a table for the trace, not for expressions
-    sources: list[Literal["torch_profiler", "ncu"]] = Field(min_length=1)  # in order of preference
+    sources: list[Literal["torch_profiler", "ncu", "problem"]] = Field(min_length=1)  # in order of preference
 
 
 class CodeFeatureSpec(_Strict):

@@ -54,8 +54,8 @@ def test_explain_readable_trace(tmp_path):
     assert r.exit_code == 0, r.output
     for part in ("Kernels by time", "matmul_naive_kernel", "Normalized fields", "gpu__time_duration.sum",
                  "Run features", "Code features", "Derived fields", "Tier: L", "Predicates", "cache_bound",
-                 "Bottleneck priority rules", "memory_saturated <-", "Bottleneck: memory_bandwidth",
-                 "mb_cache_gemm_untiled <-", "Global forbidden rules", "Allowed methods", "shared_memory_tiling:",
+                 "Bottleneck priority rules", "matmul_without_reuse <-", "Bottleneck: untiled_matmul",
+                 "um_generic <-", "Global forbidden rules", "Allowed methods", "shared_memory_tiling:",
                  "Missing evidence: gpu_idle_share, launches_per_forward"):  # fmt: skip
         assert part in r.output, part
 

@@ -92,8 +92,13 @@ def test_explain_profile_needs_existing_files(tmp_path):
 
 
 def test_explain_option_errors(tmp_path):
+    # since issue 16 --problem alone (with captured evidence) gives the floor; alone it is still an error
     r = invoke("explain", "--problem", str(tmp_path / "p.py"))
-    assert r.exit_code == 2 and "--problem and --candidate go together" in r.stderr
+    assert r.exit_code == 2 and "--problem alone gives only the floor" in r.stderr
+    r = invoke("explain", "--candidate", str(tmp_path / "c.py"))
+    assert r.exit_code == 2 and "--candidate needs --problem" in r.stderr
+    r = invoke("explain", "--metrics", str(NCU_DATA / "synthetic_sol_only.csv"), "--gpu", "h200")
+    assert r.exit_code == 2 and "needs --problem" in r.stderr
     r = invoke("explain")
     assert r.exit_code == 2 and "no evidence given" in r.stderr
     r = invoke("explain", "--metrics", str(tmp_path / "absent.csv"))

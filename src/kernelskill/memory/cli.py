@@ -17,6 +17,7 @@ from kernelskill.errors import KernelSkillError
 from kernelskill.memory.collect import collect_evidence, profile_candidate
 from kernelskill.memory.knowledge import check_coverage, load_knowledge
 from kernelskill.memory.policy import decide
+from kernelskill.memory.problem_work import measure_problem_work
 from kernelskill.memory.profiling import ProfileSettings
 from kernelskill.memory.render import decision_json, render_decision, render_method, render_methods
 
@@ -86,8 +87,13 @@ def explain(
     code: Annotated[FileOpt, typer.Option(help="Candidate source for code features.", dir_okay=False)] = None,
     run_features: Annotated[FileOpt, typer.Option(help="PyTorch-profiler summary JSON: {forwards, forward_time_us, "
                                                        "kernels}.", dir_okay=False)] = None,
-    problem: Annotated[FileOpt, typer.Option(help="Problem file: profile --candidate on the GPU.",
-                                             dir_okay=False)] = None,
+    problem: Annotated[FileOpt, typer.Option(
+        help="Problem file: its FLOPs and bytes give the speed-of-light floor; with --candidate, also profile the "
+             "candidate on the GPU.", dir_okay=False)] = None,
+    gpu: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="GPU for the floor (h200, h100_sxm, h100_pcie, a100_sxm or a device name); default: the ncu report's.")] = None,
+    forward_ms: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="Measured time of one forward of the candidate, ms (default: the profiler's or ncu's).", min=0.0)] = None,
     candidate: Annotated[FileOpt, typer.Option(help="Candidate to profile (with --problem).", dir_okay=False)] = None,
     kernel: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Regex: explain this kernel instead of the hottest.")] = None,
@@ -105,23 +111,36 @@ def explain(
       kernelskill memory explain --metrics ncu.csv --code candidate.py
       kernelskill memory explain --metrics ncu.csv --run-features profile.json --json
       kernelskill memory explain --problem problem.py --candidate candidate.py --profile-dir /tmp/prof
+      kernelskill memory explain --problem problem.py --metrics ncu.csv --code candidate.py --gpu h200
 
     With --problem/--candidate the candidate is profiled here (a GPU, PyTorch and Nsight Compute are needed):
     warm-up forwards, then ncu --set full --clock-control none on one forward, plus a PyTorch-profiler run. When
     ncu is missing, not permitted or times out, the trace says so and the decision rests on what remains.
+    With --problem the problem's FLOPs and bytes (counted on the meta device) give its speed-of-light floor, and
+    the headroom tier reads the candidate's distance to it; without it the floor is unknown, never assumed.
     """
     with _user_errors():
-        if (problem is None) != (candidate is None):
-            raise KernelSkillError("--problem and --candidate go together (profile the candidate, then explain)")
-        if problem is not None and (metrics is not None or run_features is not None):
+        if candidate is not None and problem is None:
+            raise KernelSkillError("--candidate needs --problem (profile the candidate against it, then explain)")
+        if candidate is not None and (metrics is not None or run_features is not None):
             raise KernelSkillError("give either --problem/--candidate (profile now) or --metrics/--run-features "
                                    "(already captured), not both")  # fmt: skip
+        if problem is not None and candidate is None and metrics is None and run_features is None and code is None:
+            raise KernelSkillError("--problem alone gives only the floor: add --candidate (profile it) or captured "
+                                   "evidence (--metrics, --run-features, --code)")  # fmt: skip
         kb = load_knowledge(knowledge)
         if problem is not None and candidate is not None:
             settings = ProfileSettings(ncu=ncu, ncu_timeout_s=profile_timeout_s, keep_dir=profile_dir)
             evidence = profile_candidate(problem, candidate, kb, settings)
         else:
             evidence = collect_evidence(kb, metrics=metrics, code=code, run_features=run_features)
+        if problem is not None:
+            if not problem.is_file():
+                raise KernelSkillError(f"{problem}: no such problem file")
+            work = measure_problem_work(problem)
+            evidence.problem = work.model_copy(update={"gpu": gpu, "forward_ms": forward_ms})
+        elif gpu is not None or forward_ms is not None:
+            raise KernelSkillError("--gpu and --forward-ms set the floor, which needs --problem")
         decision = decide(kb, evidence, kernel=kernel)
         if as_json:
             print(decision_json(decision))

@@ -95,6 +95,7 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
                   x.expr)  # fmt: skip
     console.print(t)
     console.print(f"[bold]Tier:[/bold] {d.tier or d.tier_trace.status} - {escape(d.tier_trace.note)}")
+    console.print(Text(f"Speed of light: {_floor_line(d)}"))
     t = _table("Predicates", "predicate", "state", "inputs / missing")
     for p in d.predicates.values():
         detail = _why_unknown(p) if p.state == "unknown" else ", ".join(f"{k}={_fmt(v)}" for k, v in p.inputs.items())
@@ -123,7 +124,19 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
         for v in d.vetoed:
             t.add_row(v.method, v.rule, v.why)
         console.print(t)
-    console.rule("[bold]Allowed methods")
+    console.rule("[bold]Allowed methods, ranked")
+    if d.ranking:
+        t = _table("Most promising first (estimated gain > 1 first, then the case's order)", "#", "method", "gain",
+                   "case #", "why (evidence)")  # fmt: skip
+        for r in d.ranking:
+            gain = Text("no estimate", style="yellow") if r.gain is None else f"{r.gain:.3g}x" + (
+                " (capped)" if r.capped else "")
+            detail = r.why + (f" [{r.rule}; " + ", ".join(f"{k}={_fmt(v)}" for k, v in r.inputs.items()) + "]"
+                              if r.rule else "")  # fmt: skip
+            if r.unknown_rules:
+                detail += " (unknown: " + "; ".join(r.unknown_rules) + ")"
+            t.add_row(str(r.rank), r.method, gain, str(r.case_rank), detail)
+        console.print(t)
     for m_id in d.allowed_methods:
         m = kb.method(m_id)
         console.print(f"[green]{m_id}[/green]: {escape(m.intent) if m else ''}")
@@ -135,6 +148,19 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
         console.print(f"[bold]Missing evidence:[/bold] {', '.join(d.missing)}")
     for c in d.caveats:
         console.print(f"[yellow]caveat:[/yellow] {escape(c)}")
+
+
+def _floor_line(d: Decision) -> str:
+    run = {f.id: f for f in d.run_features}
+    derived = {x.id: x for x in d.derived}
+    sol, fwd, pct = run.get("sol_ms"), run.get("forward_ms"), derived.get("pct_of_floor")
+    if sol is None or pct is None:
+        return "not in this knowledge base"
+    if sol.status != "ok":
+        return f"unknown ({sol.note}; give the problem's work to know it)"
+    fwd_text = f"{_fmt(fwd.value)} ms ({fwd.source})" if fwd is not None and fwd.status == "ok" else "unknown"
+    pct_text = f"{pct.value:.3g} %" if pct.state == "value" else "unknown"
+    return f"floor {_fmt(sol.value)} ms, forward {fwd_text}: {pct_text} of the floor"
 
 
 def render_methods(methods: list[MethodSpec], console: Console) -> None:

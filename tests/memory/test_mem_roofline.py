@@ -122,3 +122,16 @@ def test_the_gpu_comes_from_the_ncu_report_when_the_problem_does_not_name_it(kb)
     assert {f.id: f for f in decide(kb, ev).run_features}["sol_ms"].status == "missing"  # no GPU named anywhere
     ev.ncu.kernels[0].metrics["device__attribute_display_name"] = MetricValue(value="NVIDIA H200", unit="")
     assert {f.id: f for f in decide(kb, ev).run_features}["sol_ms"].value == pytest.approx(1.0)
+
+
+def test_gain_estimates_are_capped_by_the_headroom_the_floor_leaves(kb):
+    code = {"gemm_like": True, "naive_gemm": True, "has_k_loop": True}
+    ev = make_evidence(kb, fields={}, code=code)
+    free = decide(kb, ev).ranking[0]
+    assert (free.method, free.gain, free.capped) == ("shared_memory_tiling", 6.0, False)  # no floor: the prior
+    ev.problem = ProblemWork(source="test", flops=2e12, bytes=0, precision="tf32", gpu="h200",
+                             forward_ms=2e12 / 494.7e12 * 1e3 * 2)  # fmt: skip  (at 50 % of the floor)
+    ranking = decide(kb, ev).ranking
+    assert [r.gain for r in ranking[:3]] == pytest.approx([2.0, 2.0, 2.0]) and all(r.capped for r in ranking[:3])
+    assert [r.method for r in ranking] == ["shared_memory_tiling", "register_blocking", "tensor_cores",
+                                           "use_vendor_library"]  # ties keep the case's order

@@ -14,12 +14,15 @@ import typer
 from rich.console import Console
 
 from kernelskill.errors import KernelSkillError
+from kernelskill.memory.bench import run_bench
 from kernelskill.memory.collect import collect_evidence, profile_candidate
 from kernelskill.memory.knowledge import check_coverage, load_knowledge
 from kernelskill.memory.policy import decide
 from kernelskill.memory.problem_work import measure_problem_work
 from kernelskill.memory.profiling import ProfileSettings
-from kernelskill.memory.render import decision_json, render_decision, render_method, render_methods
+from kernelskill.memory.render import (
+    decision_json, render_bench, render_decision, render_method, render_methods,
+)  # fmt: skip
 
 memory_app = typer.Typer(
     name="memory",
@@ -173,3 +176,27 @@ def methods_cmd(
             print(json.dumps(method.model_dump(mode="json"), indent=2))
         else:
             render_method(method, _console())
+
+
+@memory_app.command("bench")
+def bench_cmd(
+    manifest: Annotated[Path, typer.Argument(help="Bench manifest (YAML): kernels, their evidence, expert labels.",
+                                             dir_okay=False)],
+    min_top1: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="Exit 1 when the top-1 accuracy is below this share (for CI).", min=0.0, max=1.0)] = None,
+    knowledge: KnowledgeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score the decision policy against expert labels: is an expert method allowed, is one ranked first?
+
+    Example: kernelskill memory bench tests/data/ncu/h200/decision_bench.yaml
+    """
+    with _user_errors():
+        kb = load_knowledge(knowledge)
+        report = run_bench(manifest, kb)
+        if as_json:
+            print(json.dumps(report.model_dump(mode="json"), indent=2))
+        else:
+            render_bench(report, _console())
+        if min_top1 is not None and report.top1_accuracy < min_top1:
+            raise typer.Exit(code=1)

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from kernelskill.memory.bench import BenchReport
 from kernelskill.memory.decision import Decision, ExprTrace
 from kernelskill.memory.knowledge import KnowledgeBase
 from kernelskill.memory.schema import MethodSpec
@@ -185,3 +186,25 @@ def render_method(m: MethodSpec, console: Console) -> None:
     console.print(Text(f"  {m.cues.cuda}"))
     console.print("[bold]Triton[/bold]")
     console.print(Text(f"  {m.cues.triton}"))
+
+
+def render_bench(report: BenchReport, console: Console) -> None:
+    t = _table(f"Decision benchmark: {report.manifest}", "kernel", "kind", "bottleneck / case", "tier", "% floor",
+               "ranked allowed (first 4)", "expert", "hit")  # fmt: skip
+    for r in report.kernels:
+        hit = Text("top-1", style="green") if r.top1_hit else (
+            Text(f"rank {r.first_expert_rank}", style="yellow") if r.allowed_hit else Text("miss", style="red"))
+        pct = f"{r.pct_of_floor:.3g}" if r.pct_of_floor is not None else "?"
+        t.add_row(r.id, r.kind, f"{r.bottleneck} / {r.case or 'no case'}", r.tier or "?", pct,
+                  ", ".join(r.allowed[:4]) or "(none)", ", ".join(r.expert), hit)  # fmt: skip
+    console.print(t)
+    n = len(report.kernels)
+    console.print(f"kernels: {n}")
+    console.print(f"expert method allowed:     {report.allowed_accuracy:.1%} "
+                  f"({sum(r.allowed_hit for r in report.kernels)}/{n})")  # fmt: skip
+    console.print(f"expert method ranked first: {report.top1_accuracy:.1%} "
+                  f"({sum(r.top1_hit for r in report.kernels)}/{n})")  # fmt: skip
+    console.print(f"empty allowed set:          {len(report.empty)}" + (f" ({', '.join(report.empty)})"
+                                                                        if report.empty else ""))  # fmt: skip
+    for kind, s in report.by_kind.items():
+        console.print(f"  {kind}: {s['kernels']:.0f} kernels, allowed {s['allowed']:.1%}, top-1 {s['top1']:.1%}")

@@ -32,7 +32,7 @@ def measure_problem_work(problem: str | Path, timeout_s: float = 60.0, python: s
         return ProblemWork(source=SOURCE, note=f"{path}: no such problem file")
     command = [python, "-m", "kernelskill.memory.problem_work", str(path)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_environment())
     except subprocess.TimeoutExpired:
         return ProblemWork(source=SOURCE, note=f"measuring the problem's work took over {timeout_s:.0f} s")
     except OSError as exc:
@@ -42,6 +42,13 @@ def measure_problem_work(problem: str | Path, timeout_s: float = 60.0, python: s
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return ProblemWork(source=SOURCE, note=f"measuring the problem's work failed: {tail[:300]}")
     return ProblemWork.model_validate(json.loads(lines[-1]))
+
+
+def _environment() -> dict[str, str]:
+    # the review worker's: no secret-looking variables, and this package importable from a source checkout
+    from kernelskill.review.sandbox import clean_environment
+
+    return clean_environment()
 
 
 def _measure(path: Path) -> dict:
@@ -61,7 +68,7 @@ def _measure(path: Path) -> dict:
     if any(t.device.type != "meta" for t in tensors):
         raise RuntimeError("get_inputs() places tensors on a device explicitly; they cannot be made shape-only")
     counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
+    with torch.device("meta"), torch.no_grad(), counter:  # tensors the forward creates are shape-only too
         out = model(*inputs)
     outputs = [o for o in (out if isinstance(out, list | tuple) else [out]) if isinstance(o, torch.Tensor)]
     state = list(model.parameters()) + list(model.buffers())

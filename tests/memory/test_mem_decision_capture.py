@@ -188,7 +188,7 @@ def test_llm_kernels_from_a_folder_and_from_a_run(tmp_path, kb):
     store = RunStore.create(run_dir)
     run_id = store.add_run("bench", "openai/gpt-x", {})
     task = store.add_task(run_id, "23_Softmax", "p.py", case.reference)
-    for label, correct, speedup in (("seed-1", True, 0.004), ("seed-2", True, 1.3), ("seed-3", False, None),
+    for label, correct, speedup in (("seed-1", True, 0.004), ("seed-2", True, 1.3), ("seed-3", False, None), ("seed-4", False, 0.1),
                                     ("round-01", True, 0.2)):  # fmt: skip
         c = store.add_candidate(task, None, label, case.candidate, origin="seed")
         store.add_review(c.id, {"correct": correct, "compiled": True, "speedup": speedup})

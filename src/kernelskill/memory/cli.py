@@ -15,6 +15,7 @@ from rich.console import Console
 
 from kernelskill.errors import KernelSkillError
 from kernelskill.memory.bench import run_bench
+from kernelskill.memory.learn import apply_proposal, learn, load_proposal, write_proposal
 from kernelskill.memory.collect import collect_evidence, profile_candidate
 from kernelskill.memory.knowledge import check_coverage, load_knowledge
 from kernelskill.memory.policy import decide
@@ -56,15 +57,25 @@ def _console() -> Console:
 
 
 @memory_app.command()
-def validate(knowledge: KnowledgeOpt = None, as_json: JsonOpt = False) -> None:
+def validate(
+    knowledge: KnowledgeOpt = None,
+    proposal: Annotated[FileOpt, typer.Option(
+        help="A proposal of `memory learn`: check the knowledge base with its cases merged in.", dir_okay=False)] = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Check the knowledge base (schema, cross-references, coverage) and print its counts.
 
     Exit code 0 when valid, 2 when not (every problem is listed with file, key and what is wrong).
 
-    Example: kernelskill memory validate --knowledge ./my_knowledge
+    Examples:
+      kernelskill memory validate --knowledge ./my_knowledge
+      kernelskill memory validate --proposal proposal.yaml
     """
     with _user_errors():
-        kb = load_knowledge(knowledge)
+        if proposal is not None:
+            kb = apply_proposal(load_proposal(proposal), knowledge)
+        else:
+            kb = load_knowledge(knowledge)
         problems = check_coverage(kb)
         counts = kb.counts()
         if as_json:
@@ -200,3 +211,34 @@ def bench_cmd(
             render_bench(report, _console())
         if min_top1 is not None and report.top1_accuracy < min_top1:
             raise typer.Exit(code=1)
+
+
+@memory_app.command("learn")
+def learn_cmd(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Folders of finished optimize/bench runs (with run.db).",
+                                                   file_okay=False)],
+    out: Annotated[Path, typer.Option("--out", help="Write the proposal here (YAML).", dir_okay=False)] = Path(
+        "proposal.yaml"),
+    min_tries: Annotated[int, typer.Option(help="Tries of a method in a case before its gain re-ranks it.",
+                                           min=1)] = 2,
+    knowledge: KnowledgeOpt = None,
+) -> None:
+    """Propose re-ranked and new decision-table cases from the measured outcomes of finished runs.
+
+    Each proposed case carries the tries, measured gains and run/task/round provenance behind it; nothing is
+    changed in the knowledge base. Check the proposal with `kernelskill memory validate --proposal FILE`.
+
+    Example: kernelskill memory learn runs/l1 runs/l2 --out proposal.yaml
+    """
+    with _user_errors():
+        kb = load_knowledge(knowledge)
+        proposal = learn(run_dirs, kb, min_tries=min_tries)
+        apply_proposal(proposal, knowledge)  # a proposal that would not validate is a bug: fail here
+        write_proposal(proposal, out)
+        console = _console()
+        for pc in proposal.cases:
+            console.print(f"{pc.action:<7} {pc.case.id}: {', '.join(pc.case.allowed)}"
+                          + (f"  (was {', '.join(pc.was)})" if pc.was else ""))  # fmt: skip
+        for note in proposal.notes:
+            console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"{len(proposal.cases)} proposed case(s) from {len(proposal.runs)} run(s) -> {out}")

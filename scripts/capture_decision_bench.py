@@ -161,7 +161,7 @@ def _env(ext_dir: Path) -> dict[str, str]:
     return {**os.environ, "TORCH_EXTENSIONS_DIR": str(ext_dir), "PYTHONUNBUFFERED": "1"}
 
 
-# ---- phase 2: profile on the GPU --------------------------------------------------------------------------------------
+# ---- phase 2: profile on the GPU -------------------------------------------------------------------------------------
 
 
 def capture(k: Kernel, out: Path, ncu: str, python: str, ext_dir: Path, timeout: float) -> tuple[str, list[str]]:
@@ -180,7 +180,7 @@ def capture(k: Kernel, out: Path, ncu: str, python: str, ext_dir: Path, timeout:
     return run.ncu_status, notes
 
 
-# ---- the manifest -----------------------------------------------------------------------------------------------------
+# ---- the manifest ----------------------------------------------------------------------------------------------------
 
 
 def manifest_entry(k: Kernel, out: Path) -> dict:
@@ -212,7 +212,7 @@ def write_manifests(kernels: list[Kernel], outcomes: dict[str, Outcome], out: Pa
     return bench, to_label
 
 
-# ---- main -------------------------------------------------------------------------------------------------------------
+# ---- main ------------------------------------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -401,8 +401,9 @@ CASES: tuple[Case, ...] = (
                  "        self.fc = nn.Linear(4096, 4096)\n\n    def forward(self, x):\n"
                  "        return torch.relu(self.fc(x))", "[torch.randn(4096, 4096)]"),
          triton_candidate(EPILOGUE_T, "x = inputs[0]\n        h = torch.mm(x, self.fc.weight.t())\n"
-                          "        y = torch.empty_like(h)\n        n = h.numel()\n        bias_relu_kernel[(triton.cdiv(n, "
-                          "1024),)](h, self.fc.bias, y, h.shape[1], n, BLOCK=1024)\n        return y",
+                          "        y = torch.empty_like(h)\n        n = h.numel()\n"
+                          "        bias_relu_kernel[(triton.cdiv(n, 1024),)](h, self.fc.bias, y, h.shape[1], n, "
+                          "BLOCK=1024)\n        return y",
                           init="        self.fc = nn.Linear(4096, 4096)  # the reference's parameters, by name\n"),
          ("epilogue_fusion", "keep_vendor_kernel"),
          "cuBLAS does the product well; the separate bias + ReLU pass re-reads 64 MB: fuse it into the epilogue.",
@@ -411,8 +412,8 @@ CASES: tuple[Case, ...] = (
          problem("class Model(nn.Module):\n    def forward(self, x):\n        for _ in range(16):\n"
                  "            x = torch.relu(torch.sin(x) * 1.01 + 0.5)\n        return x", "[torch.randn(64, 64)]"),
          "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
-         "        for _ in range(16):\n            x = torch.sin(x)\n            x = x * 1.01\n            x = x + 0.5\n"
-         "            x = torch.relu(x)\n        return x\n",
+         "        for _ in range(16):\n            x = torch.sin(x)\n            x = x * 1.01\n"
+         "            x = x + 0.5\n            x = torch.relu(x)\n        return x\n",
          ("cuda_graphs", "kernel_fusion"), "~1 us kernels and a launch each: the host is the bottleneck.",
          launch_count=64),
 )  # fmt: skip

@@ -41,7 +41,8 @@ def test_the_floor_sets_the_tiers(report):
     assert by_id["tiled_gemm_fp32"].tier == "H" and by_id["strided_transpose"].tier == "H"
     for name in ("streaming_elementwise", "row_reduction", "register_heavy"):  # at the DRAM roofline, and near floor
         assert by_id[name].tier == "L" and by_id[name].pct_of_floor > 80
-    assert by_id["naive_gemm"].bottleneck == "untiled_matmul" and by_id["naive_gemm"].allowed[0] == "shared_memory_tiling"
+    assert by_id["naive_gemm"].bottleneck == "untiled_matmul"
+    assert by_id["naive_gemm"].allowed[0] == "shared_memory_tiling"
 
 
 def test_cli_prints_the_accuracy_and_json(tmp_path):

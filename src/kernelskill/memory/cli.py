@@ -60,7 +60,8 @@ def _console() -> Console:
 def validate(
     knowledge: KnowledgeOpt = None,
     proposal: Annotated[FileOpt, typer.Option(
-        help="A proposal of `memory learn`: check the knowledge base with its cases merged in.", dir_okay=False)] = None,
+        help="A proposal of `memory learn`: check the knowledge base with its cases merged in.",
+        dir_okay=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check the knowledge base (schema, cross-references, coverage) and print its counts.
@@ -105,7 +106,8 @@ def explain(
         help="Problem file: its FLOPs and bytes give the speed-of-light floor; with --candidate, also profile the "
              "candidate on the GPU.", dir_okay=False)] = None,
     gpu: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help="GPU for the floor (h200, h100_sxm, h100_pcie, a100_sxm or a device name); default: the ncu report's.")] = None,
+        help="GPU for the floor (h200, h100_sxm, h100_pcie, a100_sxm or a device name); default: the ncu "
+             "report's.")] = None,
     forward_ms: Annotated[Optional[float], typer.Option(  # noqa: UP045
         help="Measured time of one forward of the candidate, ms (default: the profiler's or ncu's).", min=0.0)] = None,
     candidate: Annotated[FileOpt, typer.Option(help="Candidate to profile (with --problem).", dir_okay=False)] = None,

@@ -24,7 +24,8 @@ _COOPERATION = re.compile(r"__shared__|__shfl\w*_sync|__reduce_\w+_sync|cg::|coo
                           r"\bcub::|\b(Block|Warp)Reduce\b")  # fmt: skip
 # for (int j = 0; j < n; j++) / ++j / j += 1 - one element per iteration, up to a runtime bound (a name, not a number)
 _SERIAL_FOR = re.compile(r"for\s*\(\s*(?:int|unsigned|size_t|int64_t|long)?\s*(\w+)\s*=[^;]*;\s*\1\s*<=?\s*"
-                         r"(?!\d+\s*;)[A-Za-z_][\w.\->]*[^;]*;\s*(?:\1\s*\+\+|\+\+\s*\1|\1\s*\+=\s*1\b)\s*\)")  # fmt: skip
+                         r"(?!\d+\s*;)[A-Za-z_][\w.\->]*[^;]*;"
+                         r"\s*(?:\1\s*\+\+|\+\+\s*\1|\1\s*\+=\s*1\b)\s*\)")  # fmt: skip
 
 
 def _statement_after(text: str, pos: int) -> str:

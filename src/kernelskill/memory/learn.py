@@ -193,10 +193,10 @@ def _new_case(bottleneck: str, methods: dict[str, list[_Try]], evidence: dict[st
         notes.append(f"no-match rounds of {bottleneck}: the winning methods share no code feature to gate a case on")
         return None
     tasks = {t.where.split(" round ")[0] for t in all_tries}
+    gains = ", ".join(f"{m} {evidence[m].median_gain:g}x" for m in won)
     case = Case(id=f"learned_{bottleneck}_{n + 1}", bottleneck=bottleneck, structure=" and ".join(common),
                 allowed=won, rationale=f"Learned by kernelskill memory learn from {len(all_tries)} tries in "
-                f"{len(tasks)} task(s) where no case matched: {', '.join(f'{m} {evidence[m].median_gain:g}x' for m in won)}"
-                " (median speedup over the base).")  # fmt: skip
+                f"{len(tasks)} task(s) where no case matched: {gains} (median speedup over the base).")  # fmt: skip
     return ProposedCase(action="new", case=case, evidence=[evidence[m] for m in won])
 
 
@@ -204,8 +204,9 @@ def _new_case(bottleneck: str, methods: dict[str, list[_Try]], evidence: dict[st
 
 
 def write_proposal(proposal: Proposal, path: Path) -> None:
-    header = ("# A proposal of `kernelskill memory learn`: cases to re-rank or add, with the measured tries behind them.\n"
-              "# Check it with `kernelskill memory validate --proposal THIS`; merge by hand into decision_table.yaml.\n")
+    header = ("# A proposal of `kernelskill memory learn`: cases to re-rank or add, with the measured tries behind\n"
+              "# them. Check it with `kernelskill memory validate --proposal THIS`; merge it by hand into\n"
+              "# decision_table.yaml.\n")
     path.write_text(header + yaml.safe_dump(proposal.model_dump(mode="json", exclude_none=True), sort_keys=False,
                                             width=120, allow_unicode=True))  # fmt: skip
 

@@ -94,7 +94,8 @@ class _Run:
             predicates=predicates, priority_rules=rules, bottleneck=bottleneck, bottleneck_rule=by, cases=cases,
             case=case.id if case else None, case_status="matched" if case else "no_match",
             forbidden_rules=forbidden_rules, vetoed=vetoed, forbidden=forbidden,
-            allowed_methods=[r.method for r in ranking], ranking=ranking, missing=sorted(self.missing), caveats=self.caveats,
+            allowed_methods=[r.method for r in ranking], ranking=ranking, missing=sorted(self.missing),
+            caveats=self.caveats,
         )  # fmt: skip
 
     def _kernels(self) -> list[KernelSummary]:

@@ -19,7 +19,9 @@ from kernelskill.memory.knowledge import KnowledgeBase
 Evaluate = Callable[[str, str, bool], ExprTrace]  # (knowledge key, trace id, boolean) -> trace
 
 
-def rank_methods(kb: KnowledgeBase, env: dict[str, Value], allowed: list[str], evaluate: Evaluate) -> list[RankedMethod]:
+def rank_methods(
+    kb: KnowledgeBase, env: dict[str, Value], allowed: list[str], evaluate: Evaluate
+) -> list[RankedMethod]:
     cap = env.get(kb.method_ranking.cap)
     cap_value = float(cap) if isinstance(cap, int | float) and not isinstance(cap, bool) and cap > 0 else None
     estimated: list[RankedMethod] = []

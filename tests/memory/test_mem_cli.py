@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from typer.testing import CliRunner
 
 from kernelskill.memory.cli import memory_app
@@ -132,3 +134,39 @@ def test_methods_list_and_detail(kb):
 def test_help_shows_examples():
     r = invoke("explain", "--help")
     assert r.exit_code == 0 and "kernelskill memory explain --metrics ncu.csv" in r.output
+
+
+GEMM_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return a @ b
+
+
+def get_inputs():
+    return [torch.randn(1024, 1024), torch.randn(1024, 1024)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_explain_with_the_problem_reads_the_floor_and_ranks_the_methods(tmp_path):
+    problem = tmp_path / "gemm.py"
+    problem.write_text(GEMM_PROBLEM)
+    h200 = NCU_DATA / "h200"
+    r = invoke("explain", "--problem", str(problem), "--metrics", str(h200 / "naive_gemm.csv"), "--code",
+               str(h200 / "naive_gemm.py"))  # fmt: skip
+    assert r.exit_code == 0, r.output
+    # the GPU comes from the ncu report (NVIDIA H200): 2 GFLOP at the TF32 peak is 4.34 us; the kernel takes 395 us
+    for part in ("Speed of light: floor 0.004341 ms, forward 0.3946 ms (ncu): 1.1 % of the floor", "Tier: H",
+                 "Allowed methods, ranked", "shared_memory_tiling │ 6x", "no estimate"):
+        assert part in r.output, part
+    data = json.loads(invoke("explain", "--problem", str(problem), "--metrics", str(h200 / "naive_gemm.csv"),
+                             "--gpu", "a100_sxm", "--forward-ms", "0.5", "--json").output)  # fmt: skip
+    runs = {f["id"]: f for f in data["run_features"]}
+    assert runs["forward_ms"]["value"] == 0.5 and runs["sol_ms"]["value"] == pytest.approx(2 * 1024**3 / 156e12 * 1e3)
+    assert [x["method"] for x in data["ranking"]] == data["allowed_methods"]

@@ -13,7 +13,8 @@ labels.yaml {expert: [...], why: ..., source: ...}) and --from-run RUN_DIR (corr
 finished `kernelskill optimize`/`bench` run: speedup below --slow-below, at most --max-per-run).
 
 Phases (the whole run has a time budget, --budget-s, default 470 s; cases that would exceed it are skipped and
-listed):
+listed - run again with --only / --no-classic for the rest; an estimate, not yet measured: the 13 classic cases
+take ~6 minutes, most of it ncu's ~2.5 s of replay per profiled launch):
   1. CPU, --jobs in parallel: write OUT/<case>/problem.py + candidate.py, count each problem's FLOPs and bytes on
      the meta device (kernelskill.memory.problem_work) and build the CUDA extensions (load_inline, into one
      TORCH_EXTENSIONS_DIR), so nothing compiles while the GPU is being measured;
@@ -43,6 +44,8 @@ from decision_bench_cases import CASES  # noqa: E402
 
 DEFAULT_BUDGET_S = 470.0  # under 8 minutes, phases 1 and 2 together
 MIN_CASE_S = 25.0  # a case needs at least this much budget left to be started
+# ncu launches profiled per LLM-written kernel: ~2.5 s each under --set full; the profiler still sees every launch
+LLM_LAUNCHES = 6
 
 
 @dataclass
@@ -89,7 +92,7 @@ def llm_kernels_from_dir(root: Path) -> list[Kernel]:
         found.append(Kernel(f"llm_{d.name}", "llm", labels.get("description", f"LLM-written kernel {d.name}"),
                             problem.read_text(), candidate.read_text(), list(labels.get("expert", [])),
                             labels.get("why", ""), labels.get("source", str(d)),
-                            int(labels.get("launch_count", 16))))  # fmt: skip
+                            int(labels.get("launch_count", LLM_LAUNCHES))))  # fmt: skip
     return found
 
 
@@ -110,7 +113,7 @@ def llm_kernels_from_run(run_dir: Path, slow_below: float, limit: int) -> list[K
         return [Kernel(f"run_{_safe(task.name)}_{_safe(c.label)}", "llm",
                        f"{task.name} {c.label}: correct, {speedup:.3g}x of eager ({run.model})", task.problem_source,
                        c.source, source=f"{run_dir} task {task.name} candidate {c.label} (run {run.id})",
-                       launch_count=16)
+                       launch_count=LLM_LAUNCHES)
                 for speedup, task, c in picked[:limit]]  # fmt: skip
     finally:
         store.close()

@@ -3,7 +3,8 @@
 Each case is a KernelBench pair - a reference problem (`Model`, `get_inputs`, `get_init_inputs`, CPU tensors) and a
 candidate (`ModelNew`) that is slow for one known reason - plus the methods an expert would try first and why.
 CUDA candidates keep their kernels in `kernels` as well, so they can be compile-checked without a GPU. Sizes keep
-each kernel under ~2 ms, so ncu's ~40 replays of `--set full` stay short.
+each kernel near a millisecond or less and `launch_count` small: under `--set full` ncu replays every profiled launch
+~40 times, about 2.5 s per launch on the H200 (48 tiny launches took 118 s in the first capture).
 
 Standard library only: the list imports (and is tested) without torch or a GPU.
 """
@@ -321,31 +322,31 @@ def bias_relu_kernel(x_ptr, b_ptr, y_ptr, n_cols, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.maximum(x + b, 0.0), mask=mask)
 """
 
-ROWS = "[torch.randn(4096, 2048)]"
+ROWS = "[torch.randn(4096, 512)]"  # 512 serial steps per thread: ~1 ms
 CASES: tuple[Case, ...] = (
-    Case("naive_gemm_cuda", "1024^3 FP32 GEMM, a thread per output, no tiles (CUDA)",
+    Case("naive_gemm_cuda", "512^3 FP32 GEMM, a thread per output, no tiles (CUDA)",
          problem("class Model(nn.Module):\n    def forward(self, a, b):\n        return a @ b",
-                 "[torch.randn(1024, 1024), torch.randn(1024, 1024)]"),
+                 "[torch.randn(512, 512), torch.randn(512, 512)]"),
          cuda_candidate("dbench_naive_gemm", NAIVE_GEMM_K, NAIVE_GEMM_W, "return ext.run(*inputs)"),
          ("shared_memory_tiling", "register_blocking", "tensor_cores"),
          "Every FMA loads both operands from global memory/L1; tiles and register blocking are the first steps.",
          kernels=NAIVE_GEMM_K, launch_count=1),
-    Case("serial_softmax_cuda", "row softmax of 4096x2048, one thread per row, three passes (CUDA)",
+    Case("serial_softmax_cuda", "row softmax of 4096x512, one thread per row, three passes (CUDA)",
          problem("class Model(nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=1)", ROWS),
          cuda_candidate("dbench_serial_softmax", SERIAL_SOFTMAX_K, ROWS_W.replace("KERNEL", "softmax_rows"),
                         "return ext.run(*inputs)"),
          ("block_reduction", "warp_level_reduction"),
          "4096 threads walk their rows alone (each warp reads 32 rows: scattered sectors); a block or warp per row.",
          kernels=SERIAL_SOFTMAX_K, launch_count=1),
-    Case("serial_cumsum_cuda", "row prefix sums of 4096x2048, one thread per row (CUDA)",
+    Case("serial_cumsum_cuda", "row prefix sums of 4096x512, one thread per row (CUDA)",
          problem("class Model(nn.Module):\n    def forward(self, x):\n        return torch.cumsum(x, dim=1)", ROWS),
          cuda_candidate("dbench_serial_scan", SERIAL_SCAN_K, ROWS_W.replace("KERNEL", "cumsum_rows"),
                         "return ext.run(*inputs)"),
          ("parallel_scan",), "A serial scan per thread; a block scan streams each row at DRAM speed.",
          kernels=SERIAL_SCAN_K, launch_count=1),
-    Case("thread_per_row_gemv_cuda", "8192x8192 FP32 matrix-vector product, a thread per row (CUDA)",
+    Case("thread_per_row_gemv_cuda", "4096x2048 FP32 matrix-vector product, a thread per row (CUDA)",
          problem("class Model(nn.Module):\n    def forward(self, a, x):\n        return a @ x",
-                 "[torch.randn(8192, 8192), torch.randn(8192, 1)]"),
+                 "[torch.randn(4096, 2048), torch.randn(2048, 1)]"),
          cuda_candidate("dbench_gemv", GEMV_K, GEMV_W, "return ext.run(*inputs)"),
          ("warp_level_reduction", "block_reduction"),
          "Each warp reads 32 rows at once; a warp per row reads coalesced and the GEMV becomes DRAM-bound.",
@@ -367,9 +368,9 @@ CASES: tuple[Case, ...] = (
          cuda_candidate("dbench_few_rows", FEW_ROWS_K, FEW_ROWS_W, "return ext.run(*inputs)"),
          ("multi_block_reduction", "split_k"), "4 blocks on 132 SMs: split each row over many blocks.",
          kernels=FEW_ROWS_K, launch_count=1),
-    Case("fp16_gemm_no_tensor_cores_cuda", "2048^3 FP16 GEMM tiled in shared memory, FP32 FMAs (CUDA)",
+    Case("fp16_gemm_no_tensor_cores_cuda", "1024^3 FP16 GEMM tiled in shared memory, FP32 FMAs (CUDA)",
          problem("class Model(nn.Module):\n    def forward(self, a, b):\n        return a @ b",
-                 "[torch.randn(2048, 2048).half(), torch.randn(2048, 2048).half()]"),
+                 "[torch.randn(1024, 1024).half(), torch.randn(1024, 1024).half()]"),
          cuda_candidate("dbench_half_gemm", HALF_GEMM_K, HALF_GEMM_W, "return ext.run(*inputs)"),
          ("tensor_cores",), "16-bit operands multiplied on scalar pipes: wmma/mma tensor cores are ~15x faster.",
          kernels=HALF_GEMM_K, launch_count=1),
@@ -389,24 +390,24 @@ CASES: tuple[Case, ...] = (
          ("coalesce_memory_access", "layout_transformation"),
          "Each lane reads 4 useful bytes of a 32-byte sector; read rows contiguously and select in registers.",
          launch_count=1),
-    Case("serial_layernorm_triton", "layer norm of 2048x1024 rows with a scalar loop per program (Triton)",
+    Case("serial_layernorm_triton", "layer norm of 2048x256 rows with a scalar loop per program (Triton)",
          problem("class Model(nn.Module):\n    def forward(self, x):\n        return F.layer_norm(x, x.shape[1:])",
-                 "[torch.randn(2048, 1024)]"),
+                 "[torch.randn(2048, 256)]"),
          triton_candidate(SERIAL_LAYERNORM_T, "x = inputs[0]\n        y = torch.empty_like(x)\n        "
                           "layernorm_serial_kernel[(x.shape[0],)](x, y, x.shape[1], 1e-5)\n        return y"),
          ("block_reduction",), "A program per row adds one scalar per step; load the row as a block and tl.sum it.",
          launch_count=1),
     Case("library_gemm_with_epilogue", "linear layer: torch.mm, then a separate Triton bias + ReLU kernel",
          problem("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                 "        self.fc = nn.Linear(4096, 4096)\n\n    def forward(self, x):\n"
-                 "        return torch.relu(self.fc(x))", "[torch.randn(4096, 4096)]"),
+                 "        self.fc = nn.Linear(2048, 2048)\n\n    def forward(self, x):\n"
+                 "        return torch.relu(self.fc(x))", "[torch.randn(2048, 2048)]"),
          triton_candidate(EPILOGUE_T, "x = inputs[0]\n        h = torch.mm(x, self.fc.weight.t())\n"
                           "        y = torch.empty_like(h)\n        n = h.numel()\n"
                           "        bias_relu_kernel[(triton.cdiv(n, 1024),)](h, self.fc.bias, y, h.shape[1], n, "
                           "BLOCK=1024)\n        return y",
-                          init="        self.fc = nn.Linear(4096, 4096)  # the reference's parameters, by name\n"),
+                          init="        self.fc = nn.Linear(2048, 2048)  # the reference's parameters, by name\n"),
          ("epilogue_fusion", "keep_vendor_kernel"),
-         "cuBLAS does the product well; the separate bias + ReLU pass re-reads 64 MB: fuse it into the epilogue.",
+         "cuBLAS does the product well; the separate bias + ReLU pass re-reads 16 MB: fuse it into the epilogue.",
          launch_count=2),
     Case("tiny_launches_torch", "64 tiny PyTorch ops per forward on a 64x64 tensor",
          problem("class Model(nn.Module):\n    def forward(self, x):\n        for _ in range(16):\n"
@@ -415,5 +416,5 @@ CASES: tuple[Case, ...] = (
          "        for _ in range(16):\n            x = torch.sin(x)\n            x = x * 1.01\n"
          "            x = x + 0.5\n            x = torch.relu(x)\n        return x\n",
          ("cuda_graphs", "kernel_fusion"), "~1 us kernels and a launch each: the host is the bottleneck.",
-         launch_count=64),
+         launch_count=16),  # the profiler counts all 64 per forward; ncu needs only a sample
 )  # fmt: skip

@@ -44,7 +44,7 @@ def test_the_classic_cases_cover_the_issue(kb):
     methods = {m.id for m in kb.methods}
     for c in CASES:
         assert c.expert and set(c.expert) <= methods, c.name
-        assert len(c.why) > 20 and 1 <= c.launch_count <= 64
+        assert len(c.why) > 20 and 1 <= c.launch_count <= 16  # ~2.5 s of ncu replay per profiled launch
     # the issue's list of classic cases, each with an expert method that answers it
     wanted = {"naive_gemm": "shared_memory_tiling", "strided": "coalesce_memory_access",
               "tiny_launches": "cuda_graphs", "bank_conflicts": "avoid_bank_conflicts",
@@ -87,9 +87,9 @@ def test_the_problems_have_known_work_on_the_meta_device(tmp_path):
         p.write_text(c.reference)
         work[c.name] = _measure(p)
         assert work[c.name]["bytes"] > 0, c.name
-    assert work["naive_gemm_cuda"]["flops"] == 2 * 1024**3 and work["naive_gemm_cuda"]["precision"] == "tf32"
+    assert work["naive_gemm_cuda"]["flops"] == 2 * 512**3 and work["naive_gemm_cuda"]["precision"] == "tf32"
     assert work["fp16_gemm_no_tensor_cores_cuda"]["precision"] == "fp16"
-    assert work["serial_softmax_cuda"]["flops"] == 0 and work["serial_softmax_cuda"]["bytes"] == 2 * 4096 * 2048 * 4
+    assert work["serial_softmax_cuda"]["flops"] == 0 and work["serial_softmax_cuda"]["bytes"] == 2 * 4096 * 512 * 4
 
 
 def test_the_code_features_see_what_each_case_is_about(kb):

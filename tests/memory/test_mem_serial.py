@@ -59,6 +59,17 @@ __global__ void scale(const float* x, float* y, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = 2.0f * x[i];
 }
 """
+MAX_POOL = """
+__global__ void maxpool2d(const float* x, float* y, int H, int W, int K) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int oh = i / (W / K), ow = i % (W / K);
+    if (oh >= H / K) return;
+    float m = -INFINITY;
+    for (int kh = 0; kh < K; ++kh)
+        for (int kw = 0; kw < K; ++kw) m = fmaxf(m, x[(oh * K + kh) * W + ow * K + kw]);
+    y[i] = m;
+}
+"""
 TRITON = '''
 import torch
 import torch.nn as nn
@@ -109,6 +120,7 @@ SERIAL = ("serial_reduction_loop", "serial_scan", "matvec_like")
     ("cuda naive gemm: serial, but a matrix product", cuda_candidate(NAIVE_GEMM), (True, False, False)),
     ("cuda block reduction: threads cooperate", cuda_candidate(BLOCK_REDUCTION), (False, False, False)),
     ("cuda grid-stride elementwise", cuda_candidate(GRID_STRIDE), (False, False, False)),
+    ("cuda max pool: a window, not a row walk", cuda_candidate(MAX_POOL), (False, False, False)),
     ("triton scalar loop sum", TRITON.format(kernel=TRITON_SERIAL_SUM), (True, False, False)),
     ("triton scalar loop scan", TRITON.format(kernel=TRITON_SERIAL_SCAN), (True, True, False)),
     ("triton block sum", TRITON.format(kernel=TRITON_BLOCK_SUM), (False, False, False)),

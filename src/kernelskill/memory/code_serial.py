@@ -28,6 +28,10 @@ _SERIAL_FOR = re.compile(r"for\s*\(\s*(?:int|unsigned|size_t|int64_t|long)?\s*(\
                          r"\s*(?:\1\s*\+\+|\+\+\s*\1|\1\s*\+=\s*1\b)\s*\)")  # fmt: skip
 
 
+# Window indices of pooling, convolution and stencils: a loop over a small window is not a serial row walk.
+_WINDOW_VARS = {"kh", "kw", "ky", "kx", "kd", "dy", "dx", "fy", "fx", "r", "s", "ki", "kj"}
+
+
 def _statement_after(text: str, pos: int) -> str:
     """The loop body starting at `pos`: a balanced {...} block or one statement up to ';'."""
     i = pos
@@ -50,6 +54,8 @@ def _cuda_serial_loops(kernel: str) -> Iterator[tuple[str, str, str]]:
         return
     for m in _SERIAL_FOR.finditer(kernel):
         var, body = m.group(1), _statement_after(kernel, m.end())
+        if var in _WINDOW_VARS:
+            continue
         if not re.search(rf"\w+\s*\[[^\]]*\b{var}\b[^\]]*\]", body):
             continue  # the loop does not read along its index
         for acc in _accumulators(body, var):

@@ -134,6 +134,23 @@ def test_planner_with_long_term_memory_has_policy_and_cards(prompts, kb):
     assert kb.method("kernel_fusion").intent in body
 
 
+def test_planner_sees_the_ranked_methods_with_gain_and_why(prompts, kb):
+    from kernelskill.agents.context import RankedMethodBrief
+
+    ctx = plan_context(kb)
+    plain = text(prompts.render("planner", ctx=ctx))
+    assert "- Allowed methods, in order of expected payoff: `kernel_fusion`, `vectorize_memory_access`" in plain
+    ranked = [RankedMethodBrief(method="kernel_fusion", gain=3.0, why="three kernels stream the tensor"),
+              RankedMethodBrief(method="vectorize_memory_access", gain=None, why="no gain rule applies"),
+              RankedMethodBrief(method="warp_level_reduction", gain=1.5, why="a tree in shared memory")]  # fmt: skip
+    ctx = ctx.model_copy(update={"decision": ctx.decision.model_copy(update={"ranked": ranked})})
+    body = text(prompts.render("planner", ctx=ctx))
+    assert "ranked (most promising first" in body and "Allowed methods, in order of expected payoff" not in body
+    assert "  1. `kernel_fusion`: expected ~3x - three kernels stream the tensor\n" in body
+    assert "  2. `vectorize_memory_access`: no estimate - no gain rule applies\n" in body
+    assert "  3. `warp_level_reduction`: expected ~1.5x" in body
+
+
 def test_planner_without_short_term_memory_has_no_optimization_memory(prompts, kb):
     body = text(prompts.render("planner", ctx=plan_context(kb, stm=False)))
     assert SECTION_OPT_MEMORY not in body and "what_differs" not in body

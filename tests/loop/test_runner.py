@@ -242,3 +242,23 @@ def test_prebuild_runs_before_the_review_and_a_build_failure_needs_no_device(tmp
         assert reviews[1].stage_seconds == {"compile": 1.5, "prebuild": 1.5}
         assert store.stage_totals(task.id)["prebuild"] == 4.0
     assert s.stage_seconds["prebuild"] == 4.0
+
+
+def test_on_a_gpu_the_decision_reads_the_problems_floor(tmp_path, monkeypatch):
+    # issue 16: with device cuda the policy gets the problem's FLOPs and bytes (counted on the meta device), the GPU's
+    # name and the base's measured time, so the headroom tier is the distance to the speed of light
+    monkeypatch.setattr("kernelskill.loop.optimize._device_name", lambda device: "NVIDIA H200")
+    monkeypatch.setattr("kernelskill.review.reviewer.resolve_device", lambda requested: "cuda")
+    client = AgentScript(generator=[kernel("correct", 2.0)], feature_extractor=[features()],
+                         planner=[plan("kernel_fusion")], optimizer=[kernel("correct", 2.1)])
+    request = OptimizeRequest(problem=PROBLEM, model="script:", out=tmp_path / "run",
+                              loop=LoopSettings(seeds=1, rounds=1, profile="off", parallel_seeds=False),
+                              review=ReviewSettings(device="cuda"), budget=Budget())  # fmt: skip
+    optimize(request, client=client, reviewer=FakeReviewer())
+    with RunStore.open(tmp_path / "run") as store:
+        (decision,) = store.decisions(store.tasks(store.latest_run().id)[0].id)
+    runs = {f["id"]: f for f in decision.decision["run_features"]}
+    assert runs["forward_ms"]["source"] == "problem" and runs["forward_ms"]["value"] == pytest.approx(0.5)
+    assert runs["sol_ms"]["status"] == "ok" and runs["sol_ms"]["value"] > 0
+    pct = next(d for d in decision.decision["derived"] if d["id"] == "pct_of_floor")
+    assert pct["value"] == pytest.approx(100 * runs["sol_ms"]["value"] / 0.5)

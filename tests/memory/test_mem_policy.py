@@ -34,7 +34,10 @@ def test_decision_case(kb, entry):
     case = next(c for c in kb.decision_table if c.id == entry["case"])
     assert d.allowed_methods, "a matched case must leave at least one method"
     assert set(d.allowed_methods) <= set(case.allowed)
-    assert d.allowed_methods == [m for m in case.allowed if m not in {v.method for v in d.vetoed}]
+    # Since the methods are ranked (issue 16), allowed_methods is the ranked order, not the case's: the same set,
+    # estimated gains above 1 first (highest first), the rest in the case's order.
+    assert sorted(d.allowed_methods) == sorted(m for m in case.allowed if m not in {v.method for v in d.vetoed})
+    assert_ranked(d, case)
     assert set(case.forbidden) <= set(d.forbidden)
     if "tier" in expect:
         assert d.tier == expect["tier"]
@@ -42,6 +45,19 @@ def test_decision_case(kb, entry):
         assert d.allowed_methods == expect["allowed"]
     for method, rule in expect.get("vetoed", {}).items():
         assert (method, rule) in {(v.method, v.rule) for v in d.vetoed}, _summary(d)
+
+
+def assert_ranked(d, case) -> None:
+    assert [r.method for r in d.ranking] == d.allowed_methods and [r.rank for r in d.ranking] == list(
+        range(1, len(d.ranking) + 1))
+    ahead = [r for r in d.ranking if r.gain is not None and r.gain > 1]
+    assert d.ranking[: len(ahead)] == ahead and [r.gain for r in ahead] == sorted((r.gain for r in ahead), reverse=True)
+    rest = [r.method for r in d.ranking[len(ahead):]]
+    assert rest == [m for m in case.allowed if m in rest]  # the case's order
+    for r in d.ranking:
+        assert r.case_rank == case.allowed.index(r.method) + 1 - sum(
+            1 for m in case.allowed[: case.allowed.index(r.method)] if m not in d.allowed_methods)
+        assert (r.gain is None) == (r.rule is None) and r.why
 
 
 def _summary(d) -> str:
@@ -85,21 +101,36 @@ def test_kleene_logic_lets_a_known_false_decide(kb):
     assert d.predicates["matmul_work"].state == "false"  # kernel name does not look like a GEMM
     assert d.bottleneck == "memory_latency"
     ml = {c.id: c for c in d.cases}
-    assert ml["ml_naive_gemm"].state == "unknown" and ml["ml_naive_gemm"].missing == ["naive_gemm"]
+    # (ml_naive_gemm is gone: a naive GEMM is untiled_matmul whatever its metrics - issue 16)
+    assert ml["ml_loop_unpipelined"].state == "unknown" and "has_k_loop" in ml["ml_loop_unpipelined"].missing
     assert d.case == "ml_generic"
-    skipped = "case(s) ml_naive_gemm, ml_loop_unpipelined, ml_atomic_contention could not be evaluated"
+    skipped = "case(s) ml_loop_unpipelined, ml_atomic_contention could not be evaluated"
     assert any(c.startswith(skipped) for c in d.caveats), d.caveats
+    # without code, the structural rules are unknown and said to be, not read as false
+    rules = {r.id: r.state for r in d.priority_rules}
+    assert rules["matmul_without_reuse"] == rules["serial_reduction"] == "unknown"
+    assert any("matmul_without_reuse (missing: naive_gemm)" in c for c in d.caveats), d.caveats
 
 
 def test_without_any_metrics_the_structural_fallback_decides(kb):
-    d = decide(kb, make_evidence(kb, fields=None, code={"gemm_like": True, "naive_gemm": True, "has_k_loop": True}))
+    code = {"gemm_like": True, "shared_memory_tiling": True, "has_k_loop": True}
+    d = decide(kb, make_evidence(kb, fields=None, code=code))
     assert d.ncu_status == "not_provided" and d.kernel is None and d.kernels == []
     assert all(f.status == "missing" for f in d.fields)
-    assert all(r.state == "unknown" for r in d.priority_rules)
+    # the rules read from code alone are known (false here); every rule that needs metrics is unknown
+    code_rules = {"matmul_without_reuse", "serial_reduction"}
+    assert all(r.state == "unknown" for r in d.priority_rules if r.id not in code_rules)
+    assert all(r.state == "false" for r in d.priority_rules if r.id in code_rules)
     assert d.bottleneck == "structural_fallback" and d.bottleneck_rule is None
     assert d.tier is None and d.tier_trace.status == "unknown"
-    assert d.case == "sf_naive_gemm"
+    assert d.case == "sf_gemm_without_tensor_cores"
     assert any("ncu metrics: not_provided" in c for c in d.caveats)
+
+
+def test_without_metrics_a_naive_gemm_is_untiled_from_its_code(kb):
+    d = decide(kb, make_evidence(kb, fields=None, code={"gemm_like": True, "naive_gemm": True, "has_k_loop": True}))
+    assert d.bottleneck == "untiled_matmul" and d.bottleneck_rule == "matmul_without_reuse"
+    assert d.case == "um_generic" and d.allowed_methods[0] == "shared_memory_tiling"
 
 
 def test_ncu_failure_is_stated_in_the_trace(kb):

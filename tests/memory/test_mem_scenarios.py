@@ -81,7 +81,10 @@ REAL_DECISIONS = {
                               ["algebraic_simplification", "precompute_at_init"]),
     "strided_transpose": ("L", "uncoalesced_access", "scattered_accesses", "ua_one_sided",
                           ["transpose_via_shared_memory", "coalesce_memory_access", "layout_transformation"]),
-    "naive_gemm": ("L", "compute_throughput", "sm_saturated", "ct_matmul_without_reuse",
+    # issue 16: the naive GEMM is named by its structure (rule matmul_without_reuse), no longer by its busiest unit
+    # (compute_throughput / ct_matmul_without_reuse); the methods are the same. Tier L here because these tests give
+    # no problem size - with the problem's floor (tests/data/decision_bench) it is H, at 1 % of its floor.
+    "naive_gemm": ("L", "untiled_matmul", "matmul_without_reuse", "um_generic",
                    ["shared_memory_tiling", "register_blocking", "tensor_cores", "use_vendor_library"]),
     "tiled_gemm_fp32": ("M", "tensor_core_underuse", "matmul_on_fp32_pipes", "tc_fp32_gemm",
                         ["tensor_cores", "reduce_precision_within_tolerance", "use_vendor_library"]),
@@ -155,14 +158,17 @@ SYNTHETIC_DECISIONS = {
                               ["algebraic_simplification", "precompute_at_init"]),
     "strided_transpose": ("L", "uncoalesced_access", "ua_one_sided",
                           ["transpose_via_shared_memory", "coalesce_memory_access", "layout_transformation"]),
-    "naive_gemm": ("L", "memory_bandwidth", "mb_cache_gemm_untiled",
+    # issue 16: untiled_matmul from the code, before the (guessed) L1-bound metrics are read
+    "naive_gemm": ("L", "untiled_matmul", "um_generic",
                    ["shared_memory_tiling", "register_blocking", "tensor_cores", "use_vendor_library"]),
     "tiled_gemm_fp32": ("L", "tensor_core_underuse", "tc_fp32_gemm",
                         ["tensor_cores", "reduce_precision_within_tolerance", "use_vendor_library"]),
     "row_reduction": ("M", "memory_bandwidth", "mb_dram_reduction_headroom",
                       ["thread_coarsening", "launch_config_tuning"]),
+    # issue 16, ranked: these guessed profiler figures leave the GPU idle less than the real capture does, so
+    # fusing the launches (their count / 6) is estimated above a graph replay (0.9 / (1 - idle share))
     "many_tiny_launches": ("H", "launch_overhead", "lo_graphable",
-                           ["cuda_graphs", "kernel_fusion", "algebraic_simplification"]),
+                           ["kernel_fusion", "cuda_graphs", "algebraic_simplification"]),
     "register_heavy": ("M", "occupancy_limited", "ol_registers",
                        ["reduce_register_pressure", "launch_config_tuning", "increase_occupancy"]),
 }  # fmt: skip

@@ -96,6 +96,14 @@ class Attempt(_Data):
     detail: str = ""  # e.g. the error that ended it, or "fixed after 2 repairs"
 
 
+class RankedMethodBrief(_Data):
+    """One allowed method with the gain the policy expects from it and the evidence behind the estimate."""
+
+    method: str
+    gain: float | None = None  # expected speedup factor; None: no estimate
+    why: str = ""
+
+
 class DecisionBrief(_Data):
     """The decision policy's result, condensed for the Planner (the full trace goes to the run store)."""
 
@@ -103,6 +111,7 @@ class DecisionBrief(_Data):
     case: str | None  # matched decision-table case; None: no case matched
     tier: str | None = None
     allowed_methods: list[str]  # in the order of expected payoff
+    ranked: list[RankedMethodBrief] = Field(default_factory=list)  # the same methods with gain and why, when ranked
     forbidden_methods: list[str] = Field(default_factory=list)
     evidence: list[str] = Field(default_factory=list)  # key metric values and predicates, "name = value"
     caveats: list[str] = Field(default_factory=list)

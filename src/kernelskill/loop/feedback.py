@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelskill.agents.context import DecisionBrief, ReviewFeedback
+from kernelskill.agents.context import DecisionBrief, RankedMethodBrief, ReviewFeedback
 from kernelskill.memory.decision import Decision
 from kernelskill.review.render import failure_reason
 from kernelskill.review.results import ReviewResult
@@ -63,6 +63,8 @@ def decision_brief(decision: Decision, allowed: list[str], note: str | None = No
         case=decision.case,
         tier=decision.tier,
         allowed_methods=allowed,
+        ranked=[RankedMethodBrief(method=r.method, gain=r.gain, why=r.why) for r in decision.ranking
+                if r.method in allowed],
         forbidden_methods=list(decision.forbidden),
         evidence=evidence,
         caveats=caveats,

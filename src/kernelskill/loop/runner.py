@@ -36,10 +36,11 @@ from kernelskill.loop.feedback import decision_brief, failed_feedback, reason_of
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.state import KernelRef, LoopState, RoundRecord, promotion
 from kernelskill.memory.codeview import build_view
-from kernelskill.memory.evidence import Evidence
+from kernelskill.memory.evidence import Evidence, ProblemWork
 from kernelskill.memory.features import extract_features
 from kernelskill.memory.knowledge import KnowledgeBase
 from kernelskill.memory.policy import decide
+from kernelskill.memory.problem_work import measure_problem_work
 from kernelskill.review.results import ReviewResult
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore, safe_name
@@ -102,6 +103,7 @@ class TaskRunner:
         self.ctx = ctx
         self.state = LoopState()
         self._evidence: dict[str, Evidence] = {}  # base source sha -> profile evidence (not persisted: re-profiled)
+        self._work: ProblemWork | None = None  # the problem's FLOPs and bytes: its speed-of-light floor
         self._history_lock = threading.Lock()
 
     # ---- entry ---------------------------------------------------------------------------------------------------
@@ -397,6 +399,10 @@ class TaskRunner:
             evidence = Evidence(code_path=base.path, code_features=features)
         else:
             evidence = evidence.model_copy(update={"code_features": features})
+        if ctx.task.device == "cuda":  # the floor needs a GPU's peaks; the base's measured time sets the distance
+            if self._work is None:
+                self._work = measure_problem_work(ctx.problem_path)
+            evidence.problem = self._work.model_copy(update={"gpu": ctx.task.device_name, "forward_ms": base.ms})
         decision = decide(kb, evidence)
         methods = [m for m in kb.methods if m.cues.applicable(ctx.task.backend)]
         applicable = {m.id for m in methods}

@@ -14,11 +14,16 @@ import typer
 from rich.console import Console
 
 from kernelskill.errors import KernelSkillError
+from kernelskill.memory.bench import run_bench
+from kernelskill.memory.learn import apply_proposal, learn, load_proposal, write_proposal
 from kernelskill.memory.collect import collect_evidence, profile_candidate
 from kernelskill.memory.knowledge import check_coverage, load_knowledge
 from kernelskill.memory.policy import decide
+from kernelskill.memory.problem_work import measure_problem_work
 from kernelskill.memory.profiling import ProfileSettings
-from kernelskill.memory.render import decision_json, render_decision, render_method, render_methods
+from kernelskill.memory.render import (
+    decision_json, render_bench, render_decision, render_method, render_methods,
+)  # fmt: skip
 
 memory_app = typer.Typer(
     name="memory",
@@ -52,15 +57,26 @@ def _console() -> Console:
 
 
 @memory_app.command()
-def validate(knowledge: KnowledgeOpt = None, as_json: JsonOpt = False) -> None:
+def validate(
+    knowledge: KnowledgeOpt = None,
+    proposal: Annotated[FileOpt, typer.Option(
+        help="A proposal of `memory learn`: check the knowledge base with its cases merged in.",
+        dir_okay=False)] = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Check the knowledge base (schema, cross-references, coverage) and print its counts.
 
     Exit code 0 when valid, 2 when not (every problem is listed with file, key and what is wrong).
 
-    Example: kernelskill memory validate --knowledge ./my_knowledge
+    Examples:
+      kernelskill memory validate --knowledge ./my_knowledge
+      kernelskill memory validate --proposal proposal.yaml
     """
     with _user_errors():
-        kb = load_knowledge(knowledge)
+        if proposal is not None:
+            kb = apply_proposal(load_proposal(proposal), knowledge)
+        else:
+            kb = load_knowledge(knowledge)
         problems = check_coverage(kb)
         counts = kb.counts()
         if as_json:
@@ -86,8 +102,14 @@ def explain(
     code: Annotated[FileOpt, typer.Option(help="Candidate source for code features.", dir_okay=False)] = None,
     run_features: Annotated[FileOpt, typer.Option(help="PyTorch-profiler summary JSON: {forwards, forward_time_us, "
                                                        "kernels}.", dir_okay=False)] = None,
-    problem: Annotated[FileOpt, typer.Option(help="Problem file: profile --candidate on the GPU.",
-                                             dir_okay=False)] = None,
+    problem: Annotated[FileOpt, typer.Option(
+        help="Problem file: its FLOPs and bytes give the speed-of-light floor; with --candidate, also profile the "
+             "candidate on the GPU.", dir_okay=False)] = None,
+    gpu: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="GPU for the floor (h200, h100_sxm, h100_pcie, a100_sxm or a device name); default: the ncu "
+             "report's.")] = None,
+    forward_ms: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="Measured time of one forward of the candidate, ms (default: the profiler's or ncu's).", min=0.0)] = None,
     candidate: Annotated[FileOpt, typer.Option(help="Candidate to profile (with --problem).", dir_okay=False)] = None,
     kernel: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Regex: explain this kernel instead of the hottest.")] = None,
@@ -105,23 +127,36 @@ def explain(
       kernelskill memory explain --metrics ncu.csv --code candidate.py
       kernelskill memory explain --metrics ncu.csv --run-features profile.json --json
       kernelskill memory explain --problem problem.py --candidate candidate.py --profile-dir /tmp/prof
+      kernelskill memory explain --problem problem.py --metrics ncu.csv --code candidate.py --gpu h200
 
     With --problem/--candidate the candidate is profiled here (a GPU, PyTorch and Nsight Compute are needed):
     warm-up forwards, then ncu --set full --clock-control none on one forward, plus a PyTorch-profiler run. When
     ncu is missing, not permitted or times out, the trace says so and the decision rests on what remains.
+    With --problem the problem's FLOPs and bytes (counted on the meta device) give its speed-of-light floor, and
+    the headroom tier reads the candidate's distance to it; without it the floor is unknown, never assumed.
     """
     with _user_errors():
-        if (problem is None) != (candidate is None):
-            raise KernelSkillError("--problem and --candidate go together (profile the candidate, then explain)")
-        if problem is not None and (metrics is not None or run_features is not None):
+        if candidate is not None and problem is None:
+            raise KernelSkillError("--candidate needs --problem (profile the candidate against it, then explain)")
+        if candidate is not None and (metrics is not None or run_features is not None):
             raise KernelSkillError("give either --problem/--candidate (profile now) or --metrics/--run-features "
                                    "(already captured), not both")  # fmt: skip
+        if problem is not None and candidate is None and metrics is None and run_features is None and code is None:
+            raise KernelSkillError("--problem alone gives only the floor: add --candidate (profile it) or captured "
+                                   "evidence (--metrics, --run-features, --code)")  # fmt: skip
         kb = load_knowledge(knowledge)
         if problem is not None and candidate is not None:
             settings = ProfileSettings(ncu=ncu, ncu_timeout_s=profile_timeout_s, keep_dir=profile_dir)
             evidence = profile_candidate(problem, candidate, kb, settings)
         else:
             evidence = collect_evidence(kb, metrics=metrics, code=code, run_features=run_features)
+        if problem is not None:
+            if not problem.is_file():
+                raise KernelSkillError(f"{problem}: no such problem file")
+            work = measure_problem_work(problem)
+            evidence.problem = work.model_copy(update={"gpu": gpu, "forward_ms": forward_ms})
+        elif gpu is not None or forward_ms is not None:
+            raise KernelSkillError("--gpu and --forward-ms set the floor, which needs --problem")
         decision = decide(kb, evidence, kernel=kernel)
         if as_json:
             print(decision_json(decision))
@@ -154,3 +189,58 @@ def methods_cmd(
             print(json.dumps(method.model_dump(mode="json"), indent=2))
         else:
             render_method(method, _console())
+
+
+@memory_app.command("bench")
+def bench_cmd(
+    manifest: Annotated[Path, typer.Argument(help="Bench manifest (YAML): kernels, their evidence, expert labels.",
+                                             dir_okay=False)],
+    min_top1: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="Exit 1 when the top-1 accuracy is below this share (for CI).", min=0.0, max=1.0)] = None,
+    knowledge: KnowledgeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score the decision policy against expert labels: is an expert method allowed, is one ranked first?
+
+    Example: kernelskill memory bench tests/data/ncu/h200/decision_bench.yaml
+    """
+    with _user_errors():
+        kb = load_knowledge(knowledge)
+        report = run_bench(manifest, kb)
+        if as_json:
+            print(json.dumps(report.model_dump(mode="json"), indent=2))
+        else:
+            render_bench(report, _console())
+        if min_top1 is not None and report.top1_accuracy < min_top1:
+            raise typer.Exit(code=1)
+
+
+@memory_app.command("learn")
+def learn_cmd(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Folders of finished optimize/bench runs (with run.db).",
+                                                   file_okay=False)],
+    out: Annotated[Path, typer.Option("--out", help="Write the proposal here (YAML).", dir_okay=False)] = Path(
+        "proposal.yaml"),
+    min_tries: Annotated[int, typer.Option(help="Tries of a method in a case before its gain re-ranks it.",
+                                           min=1)] = 2,
+    knowledge: KnowledgeOpt = None,
+) -> None:
+    """Propose re-ranked and new decision-table cases from the measured outcomes of finished runs.
+
+    Each proposed case carries the tries, measured gains and run/task/round provenance behind it; nothing is
+    changed in the knowledge base. Check the proposal with `kernelskill memory validate --proposal FILE`.
+
+    Example: kernelskill memory learn runs/l1 runs/l2 --out proposal.yaml
+    """
+    with _user_errors():
+        kb = load_knowledge(knowledge)
+        proposal = learn(run_dirs, kb, min_tries=min_tries)
+        apply_proposal(proposal, knowledge)  # a proposal that would not validate is a bug: fail here
+        write_proposal(proposal, out)
+        console = _console()
+        for pc in proposal.cases:
+            console.print(f"{pc.action:<7} {pc.case.id}: {', '.join(pc.case.allowed)}"
+                          + (f"  (was {', '.join(pc.was)})" if pc.was else ""))  # fmt: skip
+        for note in proposal.notes:
+            console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"{len(proposal.cases)} proposed case(s) from {len(proposal.runs)} run(s) -> {out}")

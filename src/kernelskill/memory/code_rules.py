@@ -12,6 +12,7 @@ import ast
 import re
 from collections.abc import Callable
 
+from kernelskill.memory.code_serial import SERIAL_RULES, matvec_like, serial_reduction_loop
 from kernelskill.memory.codeview import SourceView
 
 Rule = Callable[[SourceView], bool | int | str]
@@ -238,10 +239,12 @@ def _low_precision(v: SourceView) -> bool:
 
 
 def _gemm_like(v: SourceView) -> bool:
+    # A matrix-vector product is a reduction per output row, not a matrix product: no operand is reused across
+    # outputs on chip, and tensor cores do not apply.
     return _per_backend(
         lambda v: any(_cuda_gemm(k) for k in v.cuda_kernels),
         lambda v: any("tl.dot" in _tl_names(k) or _tl_mac_loop(k) for k in v.triton_kernels),
-    )(v)
+    )(v) and not matvec_like(v)
 
 
 def _register_tiling(v: SourceView) -> bool:
@@ -266,7 +269,7 @@ def _reduction(v: SourceView) -> bool:
         lambda v: any(re.search(_CUDA["reduction"], k) or ("__shared__" in k and re.search(_CUDA["tree"], k))
                       for k in v.cuda_kernels),  # fmt: skip
         lambda v: any(_tl_reduces(k) for k in v.triton_kernels),
-    )(v)
+    )(v) or serial_reduction_loop(v)
 
 
 def _stencil(v: SourceView) -> bool:
@@ -300,7 +303,8 @@ def _pointwise(v: SourceView) -> bool:
     if not v.kernels:
         return False
     shared = any("__shared__" in k for k in v.cuda_kernels)
-    return not (shared or _reduction(v) or _gemm_like(v) or _stencil(v) or RULES["atomics"](v))
+    return not (shared or _reduction(v) or _gemm_like(v) or _stencil(v) or RULES["atomics"](v)
+                or matvec_like(v))
 
 
 def _vectorized(v: SourceView) -> bool:
@@ -400,4 +404,5 @@ RULES: dict[str, Rule] = {
     ),
     "calls_vendor_library": lambda v: _any(_HOST["vendor"], v.host) or _any(_CUDA["vendor"], v.cuda),
     "register_tiling": _register_tiling,
+    **SERIAL_RULES,
 }  # fmt: skip

@@ -134,11 +134,15 @@ def _analyse_host(view: SourceView, tree: ast.Module, clean: str, strings: list[
     ext_functions = set(_CPP_DECL.findall("\n".join(strings))) | _load_inline_functions(tree)
     submodules = _nn_submodules(cls)
     kernels = {k.name for k in view.triton_kernels}
+    # helpers the forward calls inside a loop: their launches repeat too (for op in ...: x = launch_helper(x))
+    in_loop = {c.func.id for loop in ast.walk(forward) if isinstance(loop, ast.For | ast.While)
+               for c in ast.walk(loop) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}  # fmt: skip
     for node in host_nodes:
         for call in ast.walk(node):
             if isinstance(call, ast.Call) and _launches(call, ext_functions, submodules, kernels):
                 view.launch_sites += 1
-                view.launch_in_loop = view.launch_in_loop or _inside_loop(call, node)
+                repeated = _inside_loop(call, node) or (node is not forward and node.name in in_loop)
+                view.launch_in_loop = view.launch_in_loop or repeated
 
 
 def _load_inline_functions(tree: ast.Module) -> set[str]:

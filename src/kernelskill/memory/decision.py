@@ -76,6 +76,20 @@ class Veto(BaseModel):
     why: str
 
 
+class RankedMethod(BaseModel):
+    """An allowed method with its expected gain and the evidence behind it (ranking.py)."""
+
+    method: str
+    rank: int = 0  # 1 = most promising
+    case_rank: int  # its place in the matched case's list (the curator's order)
+    gain: float | None = None  # expected speedup factor; None: no estimate
+    capped: bool = False  # the estimate was cut to the speedup the problem's floor leaves
+    rule: str | None = None  # the gain rule that gave the estimate
+    why: str = ""
+    inputs: dict[str, Any] = {}
+    unknown_rules: list[str] = []  # gain rules passed over for lack of evidence
+
+
 class Decision(BaseModel):
     # evidence
     kernel: str | None  # the kernel whose metrics drove the decision (hottest by time)
@@ -103,7 +117,8 @@ class Decision(BaseModel):
     forbidden_rules: list[ForbiddenTrace]
     vetoed: list[Veto]
     forbidden: list[str]  # methods the Planner must not use (case list and applied global rules)
-    allowed_methods: list[str]
+    allowed_methods: list[str]  # ranked: most promising first (see `ranking`)
+    ranking: list[RankedMethod] = []  # the allowed methods with their expected gain and why, in rank order
     missing: list[str]  # evidence names that were unknown in some evaluated expression of this trace
     caveats: list[str]  # plain-language warnings about how far to trust the decision
 

@@ -39,6 +39,22 @@ class ProfilerSummary(BaseModel):
     kernels: list[ProfilerKernel]
 
 
+class ProblemWork(BaseModel):
+    """The problem's minimum work and the GPU it runs on: what the speed-of-light floor (roofline.py) comes from.
+
+    Each part may be unknown (None); the floor is then unknown too, never guessed. `forward_ms` is the candidate's
+    measured forward time (the Reviewer's), when known; without it the profiler's or ncu's times are used.
+    """
+
+    source: str  # how the work was found: "flop_counter" (the reference run under FlopCounterMode), "manifest", ...
+    flops: float | None = Field(default=None, ge=0)  # matrix products and convolutions, as a FLOP counter sees them
+    bytes: float | None = Field(default=None, ge=0)  # inputs + outputs + parameters, each moved once
+    precision: str | None = None  # roofline.PRECISIONS: the precision whose peak bounds the work
+    gpu: str | None = None  # device name or roofline id; None: taken from the ncu report when there is one
+    forward_ms: float | None = Field(default=None, gt=0)
+    note: str | None = None  # why a part is unknown
+
+
 class FeatureValue(BaseModel):
     """A code feature's value, or why it is unknown."""
 
@@ -54,6 +70,7 @@ class Evidence(BaseModel):
     ncu_note: str | None = None  # e.g. ncu's error output when it failed
     profiler: ProfilerSummary | None = None
     profiler_note: str | None = None  # why there is no profiler summary, when one was attempted
+    problem: ProblemWork | None = None
     code_path: str | None = None
     code_features: dict[str, FeatureValue] = {}
     collection: list[str] = []  # how the evidence was gathered (profiling commands, their outcome and time)
@@ -145,6 +162,32 @@ def _ncu_shares(ev: Evidence, _: object) -> list[dict[str, Any]] | None:
             for k in r.kernels] if r else None  # fmt: skip
 
 
+def _gpu_name(ev: Evidence) -> str | None:
+    if ev.problem is not None and ev.problem.gpu:
+        return ev.problem.gpu
+    r = _ncu(ev)
+    if r is not None:
+        name = r.hottest.metrics.get("device__attribute_display_name")
+        return name.value if name is not None and isinstance(name.value, str) else None
+    return None
+
+
+def _sol_ms(ev: Evidence, _: object) -> float | None:
+    from kernelskill.memory.roofline import floor_ms
+
+    w = ev.problem
+    if w is None or w.flops is None or w.bytes is None or w.precision is None:
+        return None
+    return floor_ms(w.flops, w.bytes, w.precision, _gpu_name(ev))
+
+
+def _ncu_forward_ms(ev: Evidence, _: object) -> float | None:
+    # One launch of each kernel: a lower bound on the forward's GPU time (each kernel runs at least once per
+    # forward), so the percent of the floor computed from it is an upper bound - headroom is at least that large.
+    r = _ncu(ev)
+    return sum(k.time_ns / k.launches for k in r.kernels) / 1e6 if r else None
+
+
 RUN_FEATURES: dict[str, dict[str, Getter]] = {
     "launches_per_forward": {"torch_profiler": _prof_launches},
     "distinct_kernels": {
@@ -170,4 +213,12 @@ RUN_FEATURES: dict[str, dict[str, Getter]] = {
         "torch_profiler": lambda ev, pats: _named(h.name, pats["gemm"]) if (h := _prof_hot(ev)) else None,
     },
     "kernel_time_shares": {"ncu": _ncu_shares, "torch_profiler": _prof_shares},
+    "ncu_launches": {"ncu": lambda ev, _: sum(k.launches for k in r.kernels) if (r := _ncu(ev)) else None},
+    "hot_kernel_launches": {"ncu": lambda ev, _: r.hottest.launches if (r := _ncu(ev)) else None},
+    "sol_ms": {"problem": _sol_ms},
+    "forward_ms": {
+        "problem": lambda ev, _: ev.problem.forward_ms if ev.problem is not None else None,
+        "torch_profiler": lambda ev, _: p.forward_time_us / 1e3 if (p := _prof(ev)) and p.forward_time_us else None,
+        "ncu": _ncu_forward_ms,
+    },
 }

@@ -22,7 +22,7 @@ from kernelskill.errors import KnowledgeBaseError
 from kernelskill.memory.expr import Expr, ExprError, compile_expr
 from kernelskill.memory.schema import (
     SECTIONS, BottleneckSpec, Case, CodeFeatureSpec, DerivedSpec, FieldSpec, ForbiddenRule, HeadroomTiers,
-    MethodSpec, PredicateSpec, PriorityRules, RunFeatureSpec,
+    MethodRanking, MethodSpec, PredicateSpec, PriorityRules, RunFeatureSpec,
 )  # fmt: skip
 
 REQUIRED_BOTTLENECKS = ("memory_bandwidth", "memory_latency", "uncoalesced_access", "compute_throughput",
@@ -58,6 +58,7 @@ class KnowledgeBase:
     global_forbidden_rules: list[ForbiddenRule]
     decision_table: list[Case]
     methods: list[MethodSpec]
+    method_ranking: MethodRanking
     exprs: dict[str, Expr] = field(default_factory=dict)  # "predicates.x.when" -> compiled expression
 
     def expr(self, key: str) -> Expr:
@@ -344,7 +345,14 @@ class _Checker:
             self.add("decision_table", f"bottleneck {b!r} has no case")
 
     def check_methods(self, names: set[str]) -> None:
+        run_tables = {f.id for f in self.kb.run_features if f.type == "per_kernel"}
         for m in self.kb.methods:
             for i, change in enumerate(m.expected_metric_change):
-                if change.field not in names:
+                if change.field not in names | run_tables:
                     self.add(f"methods.{m.id}.expected_metric_change[{i}]", f"unknown field {change.field!r}")
+            for i, rule in enumerate(m.gain):
+                self.compile(f"methods.{m.id}.gain[{i}].when", rule.when, names)
+                self.compile(f"methods.{m.id}.gain[{i}].estimate", rule.estimate, names)
+        cap = self.kb.method_ranking.cap
+        if cap not in names:
+            self.add("method_ranking.cap", f"{cap!r} is not a field, run feature or derived field")

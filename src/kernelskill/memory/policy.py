@@ -21,6 +21,7 @@ from kernelskill.memory.evidence import RUN_FEATURES, Evidence
 from kernelskill.memory.expr import ExprTypeError, Unknown, Value
 from kernelskill.memory.knowledge import TIER_NAME, KnowledgeBase
 from kernelskill.memory.ncu import KernelRecord
+from kernelskill.memory.ranking import rank_methods
 from kernelskill.memory.schema import FieldSpec
 
 
@@ -84,6 +85,7 @@ class _Run:
         rules, bottleneck, by = self._bottleneck()
         cases, case = self._case(bottleneck)
         forbidden_rules, vetoed, forbidden, allowed = self._vetoes(case)
+        ranking = rank_methods(kb, self.env, allowed, lambda key, ident, b: self._eval(key, ident, b, record=False))
         return Decision(
             kernel=self.record.name if self.record else None, kernels=self._kernels(), ncu_status=ev.ncu_status,
             ncu_note=ev.ncu_note, profiler=ev.profiler is not None, profiler_note=ev.profiler_note,
@@ -91,8 +93,9 @@ class _Run:
             run_features=run, features=features, derived=derived, tier=tier_trace.tier, tier_trace=tier_trace,
             predicates=predicates, priority_rules=rules, bottleneck=bottleneck, bottleneck_rule=by, cases=cases,
             case=case.id if case else None, case_status="matched" if case else "no_match",
-            forbidden_rules=forbidden_rules, vetoed=vetoed, forbidden=forbidden, allowed_methods=allowed,
-            missing=sorted(self.missing), caveats=self.caveats,
+            forbidden_rules=forbidden_rules, vetoed=vetoed, forbidden=forbidden,
+            allowed_methods=[r.method for r in ranking], ranking=ranking, missing=sorted(self.missing),
+            caveats=self.caveats,
         )  # fmt: skip
 
     def _kernels(self) -> list[KernelSummary]:
@@ -144,7 +147,8 @@ class _Run:
             self.env[fid] = Unknown({fid})
         return FieldTrace(id=fid, status="missing", note=f"no {' or '.join(sources)} evidence")
 
-    def _eval(self, key: str, ident: str, boolean: bool = False) -> ExprTrace:
+    def _eval(self, key: str, ident: str, boolean: bool = False, record: bool = True) -> ExprTrace:
+        """Evaluate one expression; `record`: count its unknown inputs among the decision's missing evidence."""
         expr = self.kb.expr(key)
         try:
             v = expr.evaluate(self.env)
@@ -152,7 +156,8 @@ class _Run:
             raise KnowledgeBaseError(f"{self.kb.where(key)}: {exc}") from None
         inputs = {n: (None if isinstance(self.env[n], Unknown) else self.env[n]) for n in sorted(expr.names)}
         if isinstance(v, Unknown):
-            self.missing |= v.missing
+            if record:
+                self.missing |= v.missing
             return ExprTrace(id=ident, expr=expr.source, state="unknown", missing=sorted(v.missing),
                              undefined=list(v.undefined), inputs=inputs)  # fmt: skip
         if boolean and not isinstance(v, bool):

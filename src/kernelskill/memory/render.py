@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from kernelskill.memory.bench import BenchReport
 from kernelskill.memory.decision import Decision, ExprTrace
 from kernelskill.memory.knowledge import KnowledgeBase
 from kernelskill.memory.schema import MethodSpec
@@ -95,6 +96,7 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
                   x.expr)  # fmt: skip
     console.print(t)
     console.print(f"[bold]Tier:[/bold] {d.tier or d.tier_trace.status} - {escape(d.tier_trace.note)}")
+    console.print(Text(f"Speed of light: {_floor_line(d)}"))
     t = _table("Predicates", "predicate", "state", "inputs / missing")
     for p in d.predicates.values():
         detail = _why_unknown(p) if p.state == "unknown" else ", ".join(f"{k}={_fmt(v)}" for k, v in p.inputs.items())
@@ -123,7 +125,19 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
         for v in d.vetoed:
             t.add_row(v.method, v.rule, v.why)
         console.print(t)
-    console.rule("[bold]Allowed methods")
+    console.rule("[bold]Allowed methods, ranked")
+    if d.ranking:
+        t = _table("Most promising first (estimated gain > 1 first, then the case's order)", "#", "method", "gain",
+                   "case #", "why (evidence)")  # fmt: skip
+        for r in d.ranking:
+            gain = Text("no estimate", style="yellow") if r.gain is None else f"{r.gain:.3g}x" + (
+                " (capped)" if r.capped else "")
+            detail = r.why + (f" [{r.rule}; " + ", ".join(f"{k}={_fmt(v)}" for k, v in r.inputs.items()) + "]"
+                              if r.rule else "")  # fmt: skip
+            if r.unknown_rules:
+                detail += " (unknown: " + "; ".join(r.unknown_rules) + ")"
+            t.add_row(str(r.rank), r.method, gain, str(r.case_rank), detail)
+        console.print(t)
     for m_id in d.allowed_methods:
         m = kb.method(m_id)
         console.print(f"[green]{m_id}[/green]: {escape(m.intent) if m else ''}")
@@ -135,6 +149,19 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
         console.print(f"[bold]Missing evidence:[/bold] {', '.join(d.missing)}")
     for c in d.caveats:
         console.print(f"[yellow]caveat:[/yellow] {escape(c)}")
+
+
+def _floor_line(d: Decision) -> str:
+    run = {f.id: f for f in d.run_features}
+    derived = {x.id: x for x in d.derived}
+    sol, fwd, pct = run.get("sol_ms"), run.get("forward_ms"), derived.get("pct_of_floor")
+    if sol is None or pct is None:
+        return "not in this knowledge base"
+    if sol.status != "ok":
+        return f"unknown ({sol.note}; give the problem's work to know it)"
+    fwd_text = f"{_fmt(fwd.value)} ms ({fwd.source})" if fwd is not None and fwd.status == "ok" else "unknown"
+    pct_text = f"{pct.value:.3g} %" if pct.state == "value" else "unknown"
+    return f"floor {_fmt(sol.value)} ms, forward {fwd_text}: {pct_text} of the floor"
 
 
 def render_methods(methods: list[MethodSpec], console: Console) -> None:
@@ -159,3 +186,25 @@ def render_method(m: MethodSpec, console: Console) -> None:
     console.print(Text(f"  {m.cues.cuda}"))
     console.print("[bold]Triton[/bold]")
     console.print(Text(f"  {m.cues.triton}"))
+
+
+def render_bench(report: BenchReport, console: Console) -> None:
+    t = _table(f"Decision benchmark: {report.manifest}", "kernel", "kind", "bottleneck / case", "tier", "% floor",
+               "ranked allowed (first 4)", "expert", "hit")  # fmt: skip
+    for r in report.kernels:
+        hit = Text("top-1", style="green") if r.top1_hit else (
+            Text(f"rank {r.first_expert_rank}", style="yellow") if r.allowed_hit else Text("miss", style="red"))
+        pct = f"{r.pct_of_floor:.3g}" if r.pct_of_floor is not None else "?"
+        t.add_row(r.id, r.kind, f"{r.bottleneck} / {r.case or 'no case'}", r.tier or "?", pct,
+                  ", ".join(r.allowed[:4]) or "(none)", ", ".join(r.expert), hit)  # fmt: skip
+    console.print(t)
+    n = len(report.kernels)
+    console.print(f"kernels: {n}")
+    console.print(f"expert method allowed:     {report.allowed_accuracy:.1%} "
+                  f"({sum(r.allowed_hit for r in report.kernels)}/{n})")  # fmt: skip
+    console.print(f"expert method ranked first: {report.top1_accuracy:.1%} "
+                  f"({sum(r.top1_hit for r in report.kernels)}/{n})")  # fmt: skip
+    console.print(f"empty allowed set:          {len(report.empty)}" + (f" ({', '.join(report.empty)})"
+                                                                        if report.empty else ""))  # fmt: skip
+    for kind, s in report.by_kind.items():
+        console.print(f"  {kind}: {s['kernels']:.0f} kernels, allowed {s['allowed']:.1%}, top-1 {s['top1']:.1%}")

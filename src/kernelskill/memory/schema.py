@@ -46,7 +46,7 @@ class RunFeatureSpec(_Strict):
     id: Id
     definition: str
     type: Literal["int", "float", "bool", "per_kernel"]  # per_kernel: a table for the trace, not for expressions
-    sources: list[Literal["torch_profiler", "ncu"]] = Field(min_length=1)  # in order of preference
+    sources: list[Literal["torch_profiler", "ncu", "problem"]] = Field(min_length=1)  # in order of preference
 
 
 class CodeFeatureSpec(_Strict):
@@ -142,6 +142,14 @@ class Cues(_Strict):
         return cue is None or not cue.lower().startswith("not applicable")
 
 
+class GainRule(_Strict):
+    """One estimate of a method's speedup: the first rule whose `when` is true gives `estimate` (an expression)."""
+
+    when: str
+    estimate: str  # evaluates to a number, the expected speedup factor (1.0 = no gain)
+    why: str  # the evidence behind the estimate, for the Planner and the trace
+
+
 class MethodSpec(_Strict):
     id: Id
     name: str
@@ -150,6 +158,11 @@ class MethodSpec(_Strict):
     expected_metric_change: list[MetricChange] = Field(min_length=1)
     forbidden_patterns: list[str] = Field(min_length=1)
     cues: Cues
+    gain: list[GainRule] = []  # how much it is expected to pay, from the evidence; ranks the allowed methods
+
+
+class MethodRanking(_Strict):
+    cap: str  # a derived field: the largest speedup the evidence leaves (estimates are capped by it when known)
 
 
 SECTIONS: dict[str, object] = {
@@ -165,4 +178,5 @@ SECTIONS: dict[str, object] = {
     "global_forbidden_rules": list[ForbiddenRule],
     "decision_table": list[Case],
     "methods": list[MethodSpec],
+    "method_ranking": MethodRanking,
 }

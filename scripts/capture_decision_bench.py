@@ -1,0 +1,302 @@
+#!/usr/bin/env python
+"""Capture the decision benchmark on a GPU: Nsight Compute raw CSVs, PyTorch-profiler run features and the
+problem's minimum work for classic and LLM-written kernels, with a manifest `kernelskill memory bench` reads.
+
+Run on an H200 (ncu on PATH, counters readable), from the repository with kernelskill importable:
+
+    python scripts/capture_decision_bench.py --out /tmp/dbench --from-run RUNS/bench-l1 --llm DIR
+    kernelskill memory bench /tmp/dbench/decision_bench.yaml
+
+Kernels: the classic cases of scripts/decision_bench_cases.py (--only NAME... picks some), plus real LLM-written
+kernels: --llm DIR (one folder per kernel: problem.py = the reference, candidate.py = ModelNew, optional
+labels.yaml {expert: [...], why: ..., source: ...}) and --from-run RUN_DIR (correct but slow candidates of a
+finished `kernelskill optimize`/`bench` run: speedup below --slow-below, at most --max-per-run).
+
+Phases (the whole run has a time budget, --budget-s, default 470 s; cases that would exceed it are skipped and
+listed - run again with --only / --no-classic for the rest; an estimate, not yet measured: the 13 classic cases
+take ~6 minutes, most of it ncu's ~2.5 s of replay per profiled launch):
+  1. CPU, --jobs in parallel: write OUT/<case>/problem.py + candidate.py, count each problem's FLOPs and bytes on
+     the meta device (kernelskill.memory.problem_work) and build the CUDA extensions (load_inline, into one
+     TORCH_EXTENSIONS_DIR), so nothing compiles while the GPU is being measured;
+  2. GPU, one case at a time: kernelskill.memory.profiling.run_profile - a PyTorch-profiler run (launches and
+     time per forward), then `ncu --set full --clock-control none --profile-from-start off --launch-count N`
+     on one warm forward, exported with `ncu --import ... --csv --page raw`.
+
+Written to OUT: <case>/{problem.py, candidate.py, profile/{ncu_raw.csv, run_features.json, *.log, driver}},
+decision_bench.yaml (labelled kernels), to_label.yaml (captured kernels without expert labels, with the policy's
+decision for a curator to judge) and capture.json (environment, per-case status, seconds, notes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from decision_bench_cases import CASES  # noqa: E402
+
+DEFAULT_BUDGET_S = 470.0  # under 8 minutes, phases 1 and 2 together
+MIN_CASE_S = 25.0  # a case needs at least this much budget left to be started
+# ncu launches profiled per LLM-written kernel: ~2.5 s each under --set full; the profiler still sees every launch
+LLM_LAUNCHES = 6
+
+
+@dataclass
+class Kernel:
+    """One kernel to capture: the classic cases and the LLM-written ones alike."""
+
+    name: str
+    kind: str  # "classic" | "llm"
+    description: str
+    reference: str
+    candidate: str
+    expert: list[str] = field(default_factory=list)  # empty: to be labelled by a curator
+    why: str = ""
+    source: str = ""
+    launch_count: int = 8
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str = "skipped"
+    seconds: float = 0.0
+    ncu_status: str = ""
+    notes: list[str] = field(default_factory=list)
+    problem: dict | None = None
+
+
+def classic_kernels(only: list[str] | None) -> list[Kernel]:
+    return [Kernel(c.name, "classic", c.description, c.reference, c.candidate, list(c.expert), c.why,
+                   "scripts/decision_bench_cases.py", c.launch_count)
+            for c in CASES if not only or c.name in only]  # fmt: skip
+
+
+def llm_kernels_from_dir(root: Path) -> list[Kernel]:
+    """One folder per kernel: problem.py, candidate.py, optional labels.yaml."""
+    import yaml
+
+    found = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        problem, candidate = d / "problem.py", d / "candidate.py"
+        if not (problem.is_file() and candidate.is_file()):
+            continue
+        labels = yaml.safe_load((d / "labels.yaml").read_text()) if (d / "labels.yaml").is_file() else {}
+        found.append(Kernel(f"llm_{d.name}", "llm", labels.get("description", f"LLM-written kernel {d.name}"),
+                            problem.read_text(), candidate.read_text(), list(labels.get("expert", [])),
+                            labels.get("why", ""), labels.get("source", str(d)),
+                            int(labels.get("launch_count", LLM_LAUNCHES))))  # fmt: skip
+    return found
+
+
+def llm_kernels_from_run(run_dir: Path, slow_below: float, limit: int) -> list[Kernel]:
+    """Correct candidates of a finished run that are slower than eager by the factor `slow_below`, slowest first."""
+    from kernelskill.store import RunStore
+
+    store = RunStore.open(run_dir)
+    try:
+        run = store.latest_run()
+        picked = []
+        for task in store.tasks(run.id) if run else []:
+            for c in store.candidates(task.id):
+                review = store.review_of(c.id)
+                if review is not None and review.correct and review.speedup is not None and review.speedup < slow_below:
+                    picked.append((review.speedup, task, c))
+        picked.sort(key=lambda p: p[0])
+        return [Kernel(f"run_{_safe(task.name)}_{_safe(c.label)}", "llm",
+                       f"{task.name} {c.label}: correct, {speedup:.3g}x of eager ({run.model})", task.problem_source,
+                       c.source, source=f"{run_dir} task {task.name} candidate {c.label} (run {run.id})",
+                       launch_count=LLM_LAUNCHES)
+                for speedup, task, c in picked[:limit]]  # fmt: skip
+    finally:
+        store.close()
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name).strip("_")[:60]
+
+
+# ---- phase 1: files, problem work, CUDA builds ----------------------------------------------------------------------
+
+
+def prepare(k: Kernel, out: Path, python: str, ext_dir: Path, timeout: float) -> list[str]:
+    """Write the case's files, count its work and build its extension; returns notes (problems found)."""
+    from kernelskill.memory.problem_work import measure_problem_work
+
+    case = out / k.name
+    case.mkdir(parents=True, exist_ok=True)
+    (case / "problem.py").write_text(k.reference)
+    (case / "candidate.py").write_text(k.candidate)
+    notes = []
+    work = measure_problem_work(case / "problem.py", timeout_s=timeout, python=python)
+    (case / "problem_work.json").write_text(work.model_dump_json(indent=2))
+    if work.flops is None:
+        notes.append(f"problem work unknown: {work.note}")
+    if "load_inline" in k.candidate:
+        build = build_command(python, case / "candidate.py")
+        try:
+            done = subprocess.run(build, capture_output=True, text=True, timeout=timeout,
+                                  env=_env(ext_dir))  # fmt: skip
+            if done.returncode != 0:
+                notes.append(f"CUDA build failed: {(done.stderr.strip().splitlines() or ['?'])[-1][:300]}")
+        except subprocess.TimeoutExpired:
+            notes.append(f"CUDA build did not finish within {timeout:.0f} s")
+    return notes
+
+
+def build_command(python: str, candidate: Path) -> list[str]:
+    """Import the candidate once: load_inline compiles into TORCH_EXTENSIONS_DIR, later runs load the cache."""
+    code = ("import importlib.util, sys; s = importlib.util.spec_from_file_location('c', sys.argv[1]); "
+            "m = importlib.util.module_from_spec(s); s.loader.exec_module(m)")  # fmt: skip
+    return [python, "-c", code, str(candidate)]
+
+
+def _env(ext_dir: Path) -> dict[str, str]:
+    import os
+
+    return {**os.environ, "TORCH_EXTENSIONS_DIR": str(ext_dir), "PYTHONUNBUFFERED": "1"}
+
+
+# ---- phase 2: profile on the GPU -------------------------------------------------------------------------------------
+
+
+def capture(k: Kernel, out: Path, ncu: str, python: str, ext_dir: Path, timeout: float) -> tuple[str, list[str]]:
+    from kernelskill.memory.profiling import ProfileSettings, run_profile
+
+    case = out / k.name
+    settings = ProfileSettings(ncu=ncu, python=python, run_timeout_s=min(timeout, 120.0), ncu_timeout_s=timeout,
+                               max_kernel_launches=k.launch_count, keep_dir=case / "profile",
+                               env={"TORCH_EXTENSIONS_DIR": str(ext_dir)})  # fmt: skip
+    run = run_profile(case / "problem.py", case / "candidate.py", settings)
+    notes = list(run.log)
+    if run.profiler_note:
+        notes.append(f"profiler: {run.profiler_note}")
+    if run.ncu_note:
+        notes.append(f"ncu: {run.ncu_note}")
+    return run.ncu_status, notes
+
+
+# ---- the manifest ----------------------------------------------------------------------------------------------------
+
+
+def manifest_entry(k: Kernel, out: Path) -> dict:
+    case = out / k.name
+    entry: dict = {"id": k.name, "kind": k.kind, "code": f"{k.name}/candidate.py"}
+    if (case / "profile" / "ncu_raw.csv").is_file():
+        entry["metrics"] = f"{k.name}/profile/ncu_raw.csv"
+    if (case / "profile" / "run_features.json").is_file():
+        entry["run_features"] = f"{k.name}/profile/run_features.json"
+    work = json.loads((case / "problem_work.json").read_text()) if (case / "problem_work.json").is_file() else {}
+    if work.get("flops") is not None and work.get("bytes") is not None:
+        entry["problem"] = {"flops": work["flops"], "bytes": work["bytes"], "precision": work["precision"]}
+    entry.update({"expert": k.expert, "why": k.why, "source": k.source or k.description})
+    return entry
+
+
+def write_manifests(kernels: list[Kernel], outcomes: dict[str, Outcome], out: Path, gpu: str) -> tuple[Path, Path]:
+    import yaml
+
+    captured = [k for k in kernels if outcomes[k.name].status == "ok"]
+    labelled = [manifest_entry(k, out) for k in captured if k.expert]
+    unlabelled = [manifest_entry(k, out) | {"description": k.description} for k in captured if not k.expert]
+    bench, to_label = out / "decision_bench.yaml", out / "to_label.yaml"
+    header = "# written by scripts/capture_decision_bench.py; paths are relative to this folder\n"
+    bench.write_text(header + yaml.safe_dump({"description": f"decision bench captured on {gpu}", "gpu": gpu,
+                                              "kernels": labelled}, sort_keys=False, width=120))  # fmt: skip
+    to_label.write_text("# captured kernels without expert labels: add expert + why, then move them into "
+                        "decision_bench.yaml\n" + yaml.safe_dump({"kernels": unlabelled}, sort_keys=False, width=120))
+    return bench, to_label
+
+
+# ---- main ------------------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--out", type=Path, help="output folder (created); required unless --list")
+    p.add_argument("--only", nargs="+", choices=[c.name for c in CASES], help="capture only these classic cases")
+    p.add_argument("--no-classic", action="store_true", help="capture only the LLM-written kernels")
+    p.add_argument("--llm", type=Path, help="folder of LLM-written kernels (problem.py, candidate.py, labels.yaml)")
+    p.add_argument("--from-run", type=Path, action="append", default=[], help="run folder (repeatable): its "
+                   "correct but slow candidates")  # fmt: skip
+    p.add_argument("--slow-below", type=float, default=0.5, help="--from-run: speedup vs eager below this")
+    p.add_argument("--max-per-run", type=int, default=10, help="--from-run: at most this many kernels per run")
+    p.add_argument("--ncu", default="ncu", help="ncu executable (default: ncu on PATH)")
+    p.add_argument("--python", default=sys.executable, help="python that runs the kernels (default: this one)")
+    p.add_argument("--gpu", default="NVIDIA H200", help="GPU name written to the manifest (for the floors)")
+    p.add_argument("--jobs", type=int, default=8, help="parallel CPU jobs in phase 1 (default 8)")
+    p.add_argument("--timeout-s", type=float, default=120.0, help="time limit per step (default 120)")
+    p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S, help="budget of the whole run (default 470)")
+    p.add_argument("--list", action="store_true", help="list the classic cases and exit")
+    args = p.parse_args(argv)
+    if args.out is None and not args.list:
+        p.error("--out is required")
+    if args.jobs < 1 or args.budget_s <= 0 or args.timeout_s <= 0:
+        p.error("--jobs, --budget-s and --timeout-s must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        for c in CASES:
+            print(f"{c.name:<34} {c.description}  -> expert: {', '.join(c.expert)}")
+        return 0
+    deadline = time.monotonic() + args.budget_s
+    ncu = shutil.which(args.ncu) or (args.ncu if Path(args.ncu).is_file() else None)
+    if ncu is None:
+        print(f"error: ncu not found ({args.ncu!r}); put Nsight Compute on PATH or pass --ncu", file=sys.stderr)
+        return 2
+    kernels = [] if args.no_classic else classic_kernels(args.only)
+    if args.llm is not None:
+        kernels += llm_kernels_from_dir(args.llm)
+    for run_dir in args.from_run:
+        kernels += llm_kernels_from_run(run_dir, args.slow_below, args.max_per_run)
+    if not kernels:
+        print("error: no kernels to capture", file=sys.stderr)
+        return 2
+    out: Path = args.out
+    ext_dir = out / "torch_extensions"
+    ext_dir.mkdir(parents=True, exist_ok=True)
+    outcomes = {k.name: Outcome(k.name) for k in kernels}
+    print(f"phase 1: {len(kernels)} kernels, {args.jobs} jobs: files, problem work, CUDA builds", flush=True)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        limit = max(1.0, min(args.timeout_s, deadline - time.monotonic()))
+        for k, notes in zip(kernels, pool.map(lambda k: prepare(k, out, args.python, ext_dir, limit), kernels),
+                            strict=True):  # fmt: skip
+            outcomes[k.name].notes += notes
+    print("phase 2: profiling on the GPU, one kernel at a time", flush=True)
+    for k in kernels:
+        o = outcomes[k.name]
+        remaining = deadline - time.monotonic()
+        if remaining < MIN_CASE_S:
+            o.status = f"skipped (budget of {args.budget_s:.0f} s used)"
+            continue
+        t0 = time.monotonic()
+        o.ncu_status, notes = capture(k, out, ncu, args.python, ext_dir, min(args.timeout_s, remaining - 5))
+        o.notes += notes
+        o.seconds = round(time.monotonic() - t0, 1)
+        o.status = "ok" if o.ncu_status == "ok" else f"ncu {o.ncu_status}"
+        print(f"[{k.name}] {o.status} in {o.seconds:.1f} s", flush=True)
+    bench, to_label = write_manifests(kernels, outcomes, out, args.gpu)
+    from capture_ncu import environment  # the same probes (ncu, GPU, torch, triton versions)
+
+    (out / "capture.json").write_text(json.dumps({"environment": environment(ncu, args.python),
+                                                  "outcomes": [asdict(o) for o in outcomes.values()]}, indent=2))
+    for o in outcomes.values():
+        print(f"{o.name:<40} {o.status:<28} {o.seconds:>6.1f} s" + (f"  ({o.notes[-1][:80]})" if o.notes and
+                                                                      o.status != "ok" else ""))  # fmt: skip
+    print(f"wrote {bench}, {to_label}, {out / 'capture.json'}; score with: kernelskill memory bench {bench}")
+    return 0 if all(o.status == "ok" for o in outcomes.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

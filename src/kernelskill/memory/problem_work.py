@@ -1,0 +1,95 @@
+"""The problem's minimum work: FLOPs of its matrix products and convolutions, and the bytes it must move.
+
+    measure_problem_work(problem.py) -> ProblemWork(flops, bytes, precision)
+
+The reference `Model` is built and run once on PyTorch's meta device (shapes only: no memory, no GPU, no real
+arithmetic) under `torch.utils.flop_counter.FlopCounterMode`. Bytes are the inputs, the outputs and the parameters
+and buffers, each moved once - the least DRAM traffic any implementation needs. FLOPs count what the FLOP counter
+knows (matmul, conv, attention); elementwise work is not counted, so the floor stays a lower bound.
+
+The problem file is the user's code; it runs in a child process (`python -m kernelskill.memory.problem_work P.py`)
+with a time limit, like every other execution of problem code outside the review worker. When anything fails
+(PyTorch missing, a get_inputs that insists on CUDA, an op without a meta kernel) the work is unknown, with the
+reason in `note`, and so is the floor.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kernelskill.memory.evidence import ProblemWork
+
+SOURCE = "flop_counter"
+
+
+def measure_problem_work(problem: str | Path, timeout_s: float = 60.0, python: str = sys.executable) -> ProblemWork:
+    """The problem's work, measured in a child process; never raises for a problem that cannot be measured."""
+    path = Path(problem).resolve()
+    if not path.is_file():
+        return ProblemWork(source=SOURCE, note=f"{path}: no such problem file")
+    command = [python, "-m", "kernelskill.memory.problem_work", str(path)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_environment())
+    except subprocess.TimeoutExpired:
+        return ProblemWork(source=SOURCE, note=f"measuring the problem's work took over {timeout_s:.0f} s")
+    except OSError as exc:
+        return ProblemWork(source=SOURCE, note=f"cannot run {python!r}: {exc}")
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return ProblemWork(source=SOURCE, note=f"measuring the problem's work failed: {tail[:300]}")
+    return ProblemWork.model_validate(json.loads(lines[-1]))
+
+
+def _environment() -> dict[str, str]:
+    # the review worker's: no secret-looking variables, and this package importable from a source checkout
+    from kernelskill.review.sandbox import clean_environment
+
+    return clean_environment()
+
+
+def _measure(path: Path) -> dict:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from kernelskill.problem import call_entry, instantiate_problem, read_problem
+
+    problem = read_problem(path)
+    loaded = instantiate_problem(problem)
+    with torch.device("meta"):
+        init = call_entry(problem, loaded.get_init_inputs, "get_init_inputs")
+        torch.manual_seed(0)
+        model = loaded.model_cls(*init)
+        inputs = call_entry(problem, loaded.get_inputs, "get_inputs")
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    if any(t.device.type != "meta" for t in tensors):
+        raise RuntimeError("get_inputs() places tensors on a device explicitly; they cannot be made shape-only")
+    counter = FlopCounterMode(display=False)
+    with torch.device("meta"), torch.no_grad(), counter:  # tensors the forward creates are shape-only too
+        out = model(*inputs)
+    outputs = [o for o in (out if isinstance(out, list | tuple) else [out]) if isinstance(o, torch.Tensor)]
+    state = list(model.parameters()) + list(model.buffers())
+    moved = sum(t.numel() * t.element_size() for t in tensors + outputs + state)
+    flops = float(counter.get_total_flops())
+    floats = [t for t in tensors + state if t.is_floating_point()]
+    dtype = str(max(floats, key=lambda t: t.numel()).dtype) if floats else "torch.float32"
+    from kernelskill.memory.roofline import compute_precision
+
+    return {"source": SOURCE, "flops": flops, "bytes": float(moved), "precision": compute_precision(dtype, flops > 0),
+            "note": f"FlopCounterMode on the meta device; inputs, outputs and parameters in {dtype}"}  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    try:
+        print(json.dumps(_measure(Path(argv[1]))))
+    except Exception as exc:  # noqa: BLE001 - any failure means "unknown", reported to the parent in one line
+        print(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,94 @@
+"""`kernelskill memory bench`: the decision benchmark over the seeded H200 captures, and its manifest checks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kernelskill.errors import KernelSkillError
+from kernelskill.memory.bench import load_manifest, run_bench
+from kernelskill.memory.cli import memory_app
+from memhelpers import NCU_DATA
+
+SEEDED = NCU_DATA / "h200" / "decision_bench.yaml"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def report(kb):
+    return run_bench(SEEDED, kb)
+
+
+def test_the_seeded_set_covers_every_capture(kb):
+    manifest = load_manifest(SEEDED, kb)
+    assert {k.id for k in manifest.kernels} == {p.stem for p in (NCU_DATA / "h200").glob("*.csv")}
+    assert all(k.problem is not None and k.expert and k.metrics and k.code for k in manifest.kernels)
+
+
+def test_seeded_accuracy(report):
+    assert report.allowed_accuracy == 1.0 and report.top1_accuracy == 1.0 and report.empty == []
+    assert report.by_kind == {"classic": {"kernels": 7, "allowed": 1.0, "top1": 1.0}}
+
+
+def test_the_floor_sets_the_tiers(report):
+    by_id = {r.id: r for r in report.kernels}
+    # an untiled GEMM at ~1 % of its floor is tier H, though its SM runs at 75 % (tier L from the counters alone)
+    assert by_id["naive_gemm"].tier == "H" and by_id["naive_gemm"].pct_of_floor == pytest.approx(1.1, abs=0.05)
+    assert by_id["tiled_gemm_fp32"].tier == "H" and by_id["strided_transpose"].tier == "H"
+    for name in ("streaming_elementwise", "row_reduction", "register_heavy"):  # at the DRAM roofline, and near floor
+        assert by_id[name].tier == "L" and by_id[name].pct_of_floor > 80
+    assert by_id["naive_gemm"].bottleneck == "untiled_matmul"
+    assert by_id["naive_gemm"].allowed[0] == "shared_memory_tiling"
+
+
+def test_cli_prints_the_accuracy_and_json(tmp_path):
+    r = runner.invoke(memory_app, ["bench", str(SEEDED)], terminal_width=200, env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    for part in ("expert method allowed:     100.0% (7/7)", "expert method ranked first: 100.0% (7/7)",
+                 "empty allowed set:          0", "naive_gemm"):  # fmt: skip
+        assert part in r.output, part
+    data = json.loads(runner.invoke(memory_app, ["bench", str(SEEDED), "--json"]).output)
+    assert data["top1_accuracy"] == 1.0 and len(data["kernels"]) == 7
+
+
+def copy_bench(tmp_path, edit):
+    for f in (NCU_DATA / "h200").iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    data = yaml.safe_load(SEEDED.read_text())
+    edit(data)
+    path = tmp_path / "decision_bench.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_wrong_first_choice_lowers_top1_and_min_top1_fails(tmp_path, kb):
+    def relabel(data):
+        k = next(k for k in data["kernels"] if k["id"] == "naive_gemm")
+        k["expert"] = ["use_vendor_library"]  # allowed, but ranked 4th
+
+    path = copy_bench(tmp_path, relabel)
+    rep = run_bench(path, kb)
+    r = next(r for r in rep.kernels if r.id == "naive_gemm")
+    assert r.allowed_hit and not r.top1_hit and r.first_expert_rank == 4
+    assert rep.top1_accuracy == pytest.approx(6 / 7) and rep.allowed_accuracy == 1.0
+    assert runner.invoke(memory_app, ["bench", str(path), "--min-top1", "0.9"]).exit_code == 1
+    assert runner.invoke(memory_app, ["bench", str(path), "--min-top1", "0.8"]).exit_code == 0
+
+
+def test_manifest_problems_are_named(tmp_path, kb):
+    def break_it(data):
+        data["kernels"][0]["expert"] = ["warp_magic"]
+        data["kernels"][1]["metrics"] = "missing.csv"
+        data["kernels"][2]["id"] = data["kernels"][3]["id"]
+
+    with pytest.raises(KernelSkillError) as err:
+        load_manifest(copy_bench(tmp_path, break_it), kb)
+    text = str(err.value)
+    assert "expert method 'warp_magic' is not in the knowledge base" in text
+    assert "metrics file missing.csv does not exist" in text and "appears twice" in text
+    r = runner.invoke(memory_app, ["bench", str(tmp_path / "decision_bench.yaml")])
+    assert r.exit_code == 2 and "warp_magic" in r.stderr

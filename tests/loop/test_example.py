@@ -42,6 +42,8 @@ def test_readme_example_runs_the_whole_story(tmp_path):
     assert story[2] == ("seed", "mismatch", None)
     # fused: correct; whether it is promoted depends on CPU timing, which a loaded CI machine makes noisy
     assert story[3][:2] == ("optimize", "correct")
-    assert story[4] == ("optimize", "mismatch", None)  # the larger block with offsets still of 1024
+    # the larger block with offsets still of 1024 (the reasons are printed when it is not: a CI run once saw
+    # 'rejected' here, under load, and the reason was not kept)
+    assert story[4] == ("optimize", "mismatch", None), [(h["verdict"], h.get("reason")) for h in history]
     assert story[5][:2] == ("repair", "correct")
     assert (tmp_path / "run" / "best.py").exists()

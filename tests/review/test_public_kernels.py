@@ -1,0 +1,36 @@
+"""Real public kernels (tests/data/public, provenance in its README) through the Reviewer on CPU: one per class of
+real-world kernel that the Reviewer once got wrong or treats a documented way."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.conftest import run_review
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_kernelbench_prompt_example_with_blank_flags_compiles(tmp_path):
+    result = run_review("public/kernelbench/problem_add_cpu.py", "public/kernelbench/model_new_ex_add.py", tmp_path)
+    assert result.compiled and result.stage is None, result.error  # CUDA on CPU: compile-checked, not run
+    assert result.compile.checked_only
+
+
+def test_try_fallback_and_backend_switch_are_run_and_judged_by_both_rule_sets(tmp_path):
+    kb = run_review("public/cuda_l1/L1_17_problem.py", "public/cuda_l1/L1_17_kernel.py", tmp_path / "kb",
+                    rules="kernelbench", timing=False, trials=2)
+    assert kb.correct, kb.error
+    assert {"static:try-fallback", "static:backend-flags", "policy:no-custom-kernel"} <= set(kb.flags)
+    strict = run_review("public/cuda_l1/L1_17_problem.py", "public/cuda_l1/L1_17_kernel.py", tmp_path / "strict",
+                        timing=False, trials=2)
+    assert strict.error_kind == "rejected" and strict.policy.correct_kernelbench and not strict.policy.correct_strict
+
+
+def test_parameters_derived_from_the_seeded_init_verify_as_kernelbench_does(tmp_path):
+    result = run_review("public/cuda_l1/L2_68_problem.py", "public/cuda_l1/L2_68_kernel.py", tmp_path,
+                        rules="kernelbench", timing=False)
+    assert result.correct, result.error
+    assert result.policy.weights == "same_seed"

@@ -20,7 +20,8 @@ from tests.llm.server import Reply, openai_ok
 
 _ROLE = re.compile(r"Your role: the (\w+)")
 _TASK = re.compile(r"Problem `([^`]+)`")
-_ALLOWED = re.compile(r"Allowed methods, in order of expected payoff: (.*)")
+# the plain list, or the first line of the ranked one ("  1. `method`: expected ~1.5x - why")
+_ALLOWED = re.compile(r"Allowed methods, in order of expected payoff: (.*)|Allowed methods, ranked[^\n]*\n\s*1\. (`[a-z_0-9]+`)")
 
 
 @dataclass
@@ -60,7 +61,7 @@ class ScriptedTeam:
             if task in self.hang:
                 time.sleep(self.hang_s)
             allowed = _ALLOWED.search(user)
-            ids = re.findall(r"`([a-z_0-9]+)`", allowed.group(1)) if allowed else []
+            ids = re.findall(r"`([a-z_0-9]+)`", allowed.group(1) or allowed.group(2)) if allowed else []
             method = ids[0] if ids else "launch_config_tuning"
             plan = {"bottleneck": "scripted", "method": method, "plan": ["keep the kernel", "retune nothing"],
                     "evidence": "scripted reply", "expected_metric_change": "none",

@@ -418,16 +418,28 @@ def test_an_error_in_the_candidates_own_code_is_not_built_twice(ext, monkeypatch
     assert info.value.in_own_code and "main.cpp" in str(info.value)
 
 
-def test_a_prebuild_builds_what_modelnews_constructor_loads_without_running_its_warm_up(ext, tmp_path):
-    # Published kernels often call load_inline in __init__ and then warm up on full-size inputs; on the CPU of a
-    # prebuild that took minutes per candidate (and held every prebuild slot of a bench on the H200). The prebuild
-    # constructs ModelNew on PyTorch's meta device: the extension is built, the warm-up costs nothing.
+def _prebuild(source: str, tmp_path: Path, **request) -> dict:
+    """Run a prebuild worker (no GPU) on `source` against p01; returns its updates."""
     from kernelskill.candidate import parse_candidate
     from kernelskill.problem import read_problem
     from kernelskill.review.reviewer import _request
     from kernelskill.review.sandbox import clean_environment, run_worker
     from kernelskill.settings import ReviewSettings
 
+    problem = read_problem(Path(__file__).parents[1] / "data" / "problems" / "p01_pointwise_gelu_chain.py")
+    candidate = parse_candidate(source, tmp_path / "candidate.py")
+    settings = ReviewSettings(device="cpu")
+    req = {**_request(problem, candidate, settings, "cpu", "cuda"), "mode": "build", "arch": "9.0", **request}
+    outcome = run_worker(req, settings.timeouts.model_dump(), tmp_path / "prebuild.log",
+                         clean_environment({"CUDA_VISIBLE_DEVICES": ""}), reuse=False)
+    return {k: v for m in outcome.messages if m["type"] == "update" for k, v in m["data"].items()}
+
+
+def test_a_prebuild_builds_what_modelnew_loads_in_init_and_first_forward_without_running_its_warm_up(ext, tmp_path):
+    # Published kernels often call load_inline in __init__ or on their first forward and warm up on full-size
+    # inputs; on the CPU of a prebuild that took minutes per candidate (and held every prebuild slot of a bench on
+    # the H200). The prebuild constructs and calls ModelNew on PyTorch's meta device: the extensions are built, the
+    # warm-up costs nothing.
     source = textwrap.dedent(f'''
         import torch
         import torch.nn as nn
@@ -439,19 +451,33 @@ def test_a_prebuild_builds_what_modelnews_constructor_loads_without_running_its_
                 super().__init__()
                 self.ext = load_inline("ks_test_prebuild_init", {SOURCE!r}, functions={FUNCTIONS!r},
                                        extra_ldflags={_unique_ldflags()!r})
+                self.lazy = None
                 warm = torch.randn(4096, 4096)
                 if warm.device.type != "meta":
                     raise RuntimeError("the warm-up ran on real data")
 
             def forward(self, x):
-                return self.ext.scale_add(x, 2.0)
+                if self.lazy is None:
+                    self.lazy = load_inline("ks_test_prebuild_forward", {SOURCE!r}, functions={FUNCTIONS!r},
+                                            extra_ldflags={_unique_ldflags()!r})
+                return self.lazy.scale_add(x, 2.0)
         ''')
-    problem = read_problem(Path(__file__).parents[1] / "data" / "problems" / "p01_pointwise_gelu_chain.py")
-    candidate = parse_candidate(source, tmp_path / "candidate.py")
-    settings = ReviewSettings(device="cpu")
-    request = {**_request(problem, candidate, settings, "cpu", "cuda"), "mode": "build", "arch": "9.0"}
-    outcome = run_worker(request, settings.timeouts.model_dump(), tmp_path / "prebuild.log",
-                         clean_environment({"CUDA_VISIBLE_DEVICES": ""}), reuse=False)
-    updates = {k: v for m in outcome.messages if m["type"] == "update" for k, v in m["data"].items()}
+    updates = _prebuild(source, tmp_path)
     assert "prebuild_stopped" not in updates, updates.get("prebuild_stopped")
-    assert [b["name"] for b in updates["prebuild"]] == ["ks_test_prebuild_init"]
+    assert [b["name"] for b in updates["prebuild"]] == ["ks_test_prebuild_init", "ks_test_prebuild_forward"]
+
+
+def test_a_prebuild_that_loops_in_modelnew_is_cut_off(tmp_path):
+    source = textwrap.dedent('''
+        import torch.nn as nn
+
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                while True:
+                    pass
+        ''')
+    start = time.monotonic()
+    updates = _prebuild(source, tmp_path, prebuild_call_s=2)
+    assert "TimeoutError" in updates["prebuild_stopped"] and time.monotonic() - start < 60

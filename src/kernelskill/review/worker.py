@@ -20,6 +20,9 @@ import traceback
 from pathlib import Path
 
 
+PREBUILD_CALL_S = 30  # a prebuild's meta-device construction and call of ModelNew, builds aside
+
+
 class Verdict(Exception):
     """Ends the review with a failure of `kind` in `stage`."""
 
@@ -632,6 +635,8 @@ class Worker:
         the prebuild early, and the review on the GPU builds what is left.
         """
         self.stage("compile")
+        import signal
+
         import torch.utils.cpp_extension as cpp_extension
 
         from kernelskill.problem import load_module
@@ -644,6 +649,7 @@ class Worker:
 
         def building_load_inline(*args, **kwargs):
             call = bind(*args, **kwargs)
+            remaining = signal.alarm(0)  # a build is not the time limit of construct_for_builds
             try:
                 built = cuda_build.build_inline(**call.build_kwargs(), arch=req["arch"])
             except cuda_check.CudaCompileError as exc:
@@ -652,6 +658,9 @@ class Worker:
                 # maybe this builder's failure: the review on the GPU tries torch's own load_inline
                 builds.append({"name": call.name, "failed_outside_own_code": str(exc)[:2000]})
                 return cuda_check.NotRunnable(call.name)
+            finally:
+                if remaining:
+                    signal.alarm(remaining)
             builds.append({"name": call.name, "cache_hit": built.cache_hit, "seconds": round(built.seconds, 3),
                            "steps": built.steps})
             return cuda_check.NotRunnable(call.name)
@@ -671,11 +680,16 @@ class Worker:
         self.end_stage()
 
     def construct_for_builds(self, module) -> None:
-        """Many published kernels call load_inline in ModelNew's constructor: construct ModelNew so those extensions
-        are prebuilt too. On PyTorch's meta device: constructors also warm up on full-size inputs, which on the CPU
-        can take minutes (and held every prebuild slot of a bench on the H200); on meta tensors that costs nothing
-        and fails fast where real data is needed. Anything that fails after the builds is the review's to see."""
+        """Many published kernels call load_inline in ModelNew's constructor or on their first forward: construct
+        ModelNew and call it once, so those extensions are prebuilt too. On PyTorch's meta device: constructors and
+        forwards also warm up or autotune on full-size inputs, which on the CPU can take minutes (it held every
+        prebuild slot of a bench on the H200); on meta tensors that costs nothing and fails fast where real data is
+        needed. Python left to loop is cut off after PREBUILD_CALL_S. Whatever fails after the builds is the
+        review's to see."""
+        import signal
+
         from kernelskill.problem import Problem, call_entry, instantiate_problem
+        from kernelskill.review.cuda_check import CudaCompileError
 
         model_new = getattr(module, "ModelNew", None)
         if not isinstance(model_new, type):
@@ -683,9 +697,28 @@ class Worker:
         path = Path(self.req["problem_path"])
         problem = Problem(path=path, source=self.req["problem_source"], name=path.stem)
         loaded = instantiate_problem(problem)
-        with self.torch.device("meta"), self.torch.no_grad():
-            init_inputs = call_entry(problem, loaded.get_init_inputs, "get_init_inputs")
-            model_new(*init_inputs)
+
+        limit = int(self.req.get("prebuild_call_s", PREBUILD_CALL_S))
+
+        def out_of_time(*_):
+            raise TimeoutError(f"constructing and calling ModelNew on meta tensors took over {limit} s")
+
+        previous = signal.signal(signal.SIGALRM, out_of_time)
+        signal.alarm(limit)  # paused while an extension builds (building_load_inline)
+        try:
+            with self.torch.device("meta"), self.torch.no_grad():
+                init_inputs = call_entry(problem, loaded.get_init_inputs, "get_init_inputs")
+                model = model_new(*init_inputs)
+                inputs = call_entry(problem, loaded.get_inputs, "get_inputs")
+                try:
+                    model(*inputs)
+                except CudaCompileError:
+                    raise
+                except Exception:  # noqa: BLE001 - the forward's own failures (meta data, no GPU) end it quietly
+                    pass
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
 
     def run(self) -> None:
         if self.req.get("mode") == "build":

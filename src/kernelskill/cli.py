@@ -28,12 +28,6 @@ RULES_HELP = ("strict (default): also reject try/except fallbacks, global backen
               "KernelBench's harness would give, those kept as flags. Real cheats fail under both.")
 
 
-def _rules(value: str) -> str:
-    if value not in ("strict", "kernelbench"):
-        raise KernelSkillError(f"--rules must be strict or kernelbench, not {value!r}")
-    return value
-
-
 @app.callback()
 def _root() -> None:
     """KernelSkill: optimize a PyTorch program into verified GPU kernels, review candidate kernels, explain the
@@ -105,7 +99,7 @@ def review(
                             compile=compile_timeout, verify=verify_timeout, time=time_timeout)
     settings = from_options(
         ReviewSettings, {}, device=device, backend=backend, trials=trials, atol=atol, rtol=rtol, warmup=warmup,
-        iters=iters, timing=not no_timing, baseline=baseline, allow_torch_ops=allow_torch_ops, rules=_rules(rules),
+        iters=iters, timing=not no_timing, baseline=baseline, allow_torch_ops=allow_torch_ops, rules=rules,
         timeouts=timeouts,
     )
     from kernelskill.folders import writable_folder
@@ -195,7 +189,7 @@ def optimize(
                           long_term_memory=not no_long_term_memory, short_term_memory=not no_short_term_memory,
                           max_repairs=max_repairs, profile=profile),
         review=from_options(ReviewSettings, {}, device=device, trials=trials, iters=iters, warmup=warmup,
-                            allow_torch_ops=allow_torch_ops, rules=_rules(rules)),
+                            allow_torch_ops=allow_torch_ops, rules=rules),
         budget=from_options(Budget, BUDGET_OPTIONS, max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
     )
     client = make_client(model, base_url)  # a missing key or a malformed model string fails before any work
@@ -297,7 +291,7 @@ def bench(
         resume=resume, ray=ray,
         loop=from_options(LoopSettings, {}, seeds=seeds, rounds=rounds, profile=profile),
         review=from_options(ReviewSettings, {}, device=device, trials=trials, iters=iters, warmup=warmup,
-                            rules=_rules(rules)),
+                            rules=rules),
         budget=from_options(Budget, BUDGET_OPTIONS, max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
     )
     client = make_client(model, base_url)

@@ -966,10 +966,9 @@ def torch_fallback(call: InlineArgs, why: str):
     """Build `call` with torch's own load_inline, in a build folder of its own; recorded in BUILDS with the reason.
     When torch fails too, the candidate gets both builders' errors."""
     original = _torch_load_inline()
-    directory = cache_root() / "torch-fallback" / _sha("fallback", call.name, repr(call.call))[:24]
+    bound = call.torch_call
+    directory = cache_root() / "torch-fallback" / _sha("fallback", call.name, repr(bound.arguments))[:24]
     directory.mkdir(parents=True, exist_ok=True)
-    args, kwargs = call.call
-    bound = inspect.signature(original).bind(*args, **kwargs)
     bound.arguments["build_directory"] = str(directory)
     start = time.perf_counter()
     try:

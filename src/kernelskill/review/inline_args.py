@@ -58,7 +58,8 @@ def _sources(value) -> str:
 
 @dataclass
 class InlineArgs:
-    """One `load_inline` call, normalized. `call` keeps the arguments as given, for torch's own function."""
+    """One `load_inline` call, normalized. `torch_call` is the call bound to torch's own signature, for the
+    fallback to torch's function."""
 
     name: str
     cpp_sources: str
@@ -75,7 +76,7 @@ class InlineArgs:
     verbose: bool
     build_directory: str | None
     ignored: dict = field(default_factory=dict)  # accepted, no effect on the cached build (use_pch, ...)
-    call: tuple[tuple, dict] = ((), {})
+    torch_call: inspect.BoundArguments | None = None
 
     def build_kwargs(self) -> dict:
         """The keyword arguments of `cuda_build.build_inline`."""
@@ -118,5 +119,5 @@ def bind(*args, **kwargs) -> InlineArgs:
         verbose=bool(a.get("verbose", False)),
         build_directory=a.get("build_directory"),
         ignored={k: v for k, v in a.items() if k not in known},
-        call=(args, kwargs),
+        torch_call=bound,
     )

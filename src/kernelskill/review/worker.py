@@ -242,7 +242,7 @@ class Worker:
     # stages -------------------------------------------------------------------------------------------------
     def load(self) -> None:
         self.stage("load")
-        from kernelskill.problem import Problem, call_entry, instantiate_problem
+        from kernelskill.problem import call_entry, instantiate_problem
 
         torch = self.torch
         req = self.req
@@ -252,7 +252,7 @@ class Worker:
         self.update(device_name=name)
         self.tracker.launches.clear()
 
-        self.problem = Problem(path=Path(req["problem_path"]), source=req["problem_source"], name=Path(req["problem_path"]).stem)
+        self.problem = _problem_of(req)
         try:
             self.loaded = instantiate_problem(self.problem)
             seeds = req["seeds"]
@@ -454,7 +454,6 @@ class Worker:
             if copied:
                 first = failure
                 weights = "copied_by_name"
-                self.update(weights_copied=copied)
                 failure = self.trials()
                 if failure is not None:
                     failure = (failure[0] + f" (with Model's parameters copied by name: {', '.join(copied[:6])}"
@@ -688,14 +687,13 @@ class Worker:
         review's to see."""
         import signal
 
-        from kernelskill.problem import Problem, call_entry, instantiate_problem
+        from kernelskill.problem import call_entry, instantiate_problem
         from kernelskill.review.cuda_check import CudaCompileError
 
         model_new = getattr(module, "ModelNew", None)
         if not isinstance(model_new, type):
             return
-        path = Path(self.req["problem_path"])
-        problem = Problem(path=path, source=self.req["problem_source"], name=path.stem)
+        problem = _problem_of(self.req)
         loaded = instantiate_problem(problem)
 
         limit = int(self.req.get("prebuild_call_s", PREBUILD_CALL_S))
@@ -739,6 +737,14 @@ class _null:
 
     def __exit__(self, *exc):
         return False
+
+
+def _problem_of(request: dict):
+    """The problem a request names, from the source the caller read (the worker does not read the file again)."""
+    from kernelskill.problem import Problem
+
+    path = Path(request["problem_path"])
+    return Problem(path=path, source=request["problem_source"], name=path.stem)
 
 
 def _map_tensors(out, fn):

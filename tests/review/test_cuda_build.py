@@ -467,6 +467,38 @@ def test_a_prebuild_builds_what_modelnew_loads_in_init_and_first_forward_without
     assert [b["name"] for b in updates["prebuild"]] == ["ks_test_prebuild_init", "ks_test_prebuild_forward"]
 
 
+def test_a_prebuild_builds_what_modelnew_loads_only_when_it_sees_a_gpu(ext, tmp_path):
+    # Most published kernels build under `if torch.cuda.is_available():` and move tensors with `.cuda()` in their
+    # constructors (CUDA-L1: 33 of 72 kernels that call load_inline). A prebuild sees no GPU; it answers as the
+    # review's process would, so those builds are not left to the GPU's clock.
+    source = textwrap.dedent(f'''
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+
+        if torch.cuda.is_available() and torch.cuda.get_device_capability() >= (9, 0):
+            top = load_inline("ks_test_prebuild_gpu_module", {SOURCE!r}, functions={FUNCTIONS!r},
+                              extra_ldflags={_unique_ldflags()!r})
+
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = torch.ones(4).cuda()
+                self.bias = torch.zeros(4, device="cuda").to("cuda:0")
+                torch.cuda.synchronize()
+                if torch.cuda.is_available():
+                    self.ext = load_inline("ks_test_prebuild_gpu_init", {SOURCE!r}, functions={FUNCTIONS!r},
+                                           extra_ldflags={_unique_ldflags()!r})
+
+            def forward(self, x):
+                return self.ext.scale_add(x, 2.0)
+        ''')
+    updates = _prebuild(source, tmp_path)
+    assert "prebuild_stopped" not in updates, updates.get("prebuild_stopped")
+    assert [b["name"] for b in updates["prebuild"]] == ["ks_test_prebuild_gpu_module", "ks_test_prebuild_gpu_init"]
+
+
 def test_a_prebuild_that_loops_in_modelnew_is_cut_off(tmp_path):
     source = textwrap.dedent('''
         import torch.nn as nn

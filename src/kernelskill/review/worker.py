@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -667,8 +668,9 @@ class Worker:
         saved = cpp_extension.load_inline
         cpp_extension.load_inline = building_load_inline
         try:
-            module = load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
-            self.construct_for_builds(module)
+            with _pretend_gpu(self.torch, req["arch"]):
+                module = load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
+                self.construct_for_builds(module)
         except cuda_check.CudaCompileError as exc:
             raise self.fail("compile_error", str(exc), compile_errors=exc.log)
         except Exception as exc:  # noqa: BLE001 - not a verdict: the review runs the module for real
@@ -729,6 +731,50 @@ class Worker:
         self.verify()
         if self.settings["timing"]:
             self.time()
+
+
+@contextmanager
+def _pretend_gpu(torch, arch: str):
+    """Within a prebuild (a process that sees no GPU), answer candidate code as the GPU review's process would:
+    `torch.cuda.is_available()` is True, the device is the review's (its compute capability, device 0), `.cuda()`
+    and `device="cuda"` land on the meta device, and synchronizing is a no-op. Published kernels build their
+    extensions under `if torch.cuda.is_available():` and move weights with `.cuda()` in their constructors; without
+    this their builds were all left to the review, on the GPU's clock. Nothing here runs a kernel or is reviewed."""
+    from torch.overrides import TorchFunctionMode
+
+    cuda = torch.cuda
+    capability = tuple(int(part) for part in arch.split(".")[:2])
+    fakes = {"is_available": lambda: True, "device_count": lambda: 1, "current_device": lambda: 0,
+             "get_device_capability": lambda *_a, **_k: capability, "synchronize": lambda *_a, **_k: None}
+    saved = {name: getattr(cuda, name) for name in fakes}
+
+    def meta(device):
+        try:
+            if isinstance(device, (str, torch.device)) and torch.device(device).type == "cuda":
+                return torch.device("meta")
+        except RuntimeError:  # a string that names no device: the call's own error to raise
+            pass
+        return device
+
+    class CudaAsMeta(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func is torch.Tensor.cuda:
+                return args[0]
+            if "device" in kwargs:
+                kwargs["device"] = meta(kwargs["device"])
+            if func is torch.Tensor.to:
+                args = tuple(meta(a) if isinstance(a, (str, torch.device)) else a for a in args)
+            return func(*args, **kwargs)
+
+    for name, fake in fakes.items():
+        setattr(cuda, name, fake)
+    try:
+        with CudaAsMeta():
+            yield
+    finally:
+        for name, original in saved.items():
+            setattr(cuda, name, original)
 
 
 class _null:

@@ -42,7 +42,7 @@ def bench(args, extra: list[str]) -> tuple[int, float]:
         print(f"budget of {args.budget:.0f} s spent: interrupting (tasks in flight are redone on resume)", flush=True)
         os.killpg(proc.pid, signal.SIGINT)
         try:
-            proc.wait(timeout=90)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

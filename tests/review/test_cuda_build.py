@@ -494,7 +494,7 @@ def test_a_prebuild_builds_what_modelnew_loads_only_when_it_sees_a_gpu(ext, tmp_
             def forward(self, x):
                 return self.ext.scale_add(x, 2.0)
         ''')
-    updates = _prebuild(source, tmp_path)
+    updates = _prebuild(source, tmp_path, arch="9.0a")  # the H200's arch as its TORCH_CUDA_ARCH_LIST names it
     assert "prebuild_stopped" not in updates, updates.get("prebuild_stopped")
     assert [b["name"] for b in updates["prebuild"]] == ["ks_test_prebuild_gpu_module", "ks_test_prebuild_gpu_init"]
 

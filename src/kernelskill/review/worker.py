@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -743,7 +744,8 @@ def _pretend_gpu(torch, arch: str):
     from torch.overrides import TorchFunctionMode
 
     cuda = torch.cuda
-    capability = tuple(int(part) for part in arch.split(".")[:2])
+    major, minor = re.match(r"(\d+)\.(\d+)", arch).groups()  # "9.0", "9.0a", "10.0f+PTX"
+    capability = (int(major), int(minor))
     fakes = {"is_available": lambda: True, "device_count": lambda: 1, "current_device": lambda: 0,
              "get_device_capability": lambda *_a, **_k: capability, "synchronize": lambda *_a, **_k: None}
     saved = {name: getattr(cuda, name) for name in fakes}

@@ -1,4 +1,4 @@
-"""Side by side: torch's load_inline against kernelskill's builder (review/cuda_build.py), cold and cached.
+"""Side by side: torch's load_inline against kernelskill's builder (review/cuda/), cold and cached.
 
 Run on the GPU machine from the repository root (no network needed):
 
@@ -115,13 +115,13 @@ import torch
 if spec["path"] == "plain":
     from torch.utils.cpp_extension import load_inline
 else:
-    from kernelskill.review import cuda_build
-    load_inline = cuda_build.load_inline
+    from kernelskill.review.cuda import inline
+    load_inline = inline.load_inline
 start = time.perf_counter()
 module = load_inline(**spec["kwargs"])
 result = {"seconds": time.perf_counter() - start}
 if spec["path"] != "plain":
-    b = cuda_build.BUILDS[-1]
+    b = inline.BUILDS[-1]
     result.update(cache_hit=b.cache_hit, steps=b.steps, notes=b.notes, pch_used=b.pch_used,
                   cuda_variant=b.cuda_variant, warnings=b.warnings)
 if spec["check"]:
@@ -138,8 +138,8 @@ print("RESULT " + json.dumps(result))
 
 PCH_CHILD = r"""
 import json, sys
-from kernelskill.review import cuda_build
-print("RESULT " + json.dumps({"seconds": cuda_build.prepare_pch(with_cuda=sys.argv[1] == "1")}))
+from kernelskill.review.cuda.pch import prepare_pch
+print("RESULT " + json.dumps({"seconds": prepare_pch(with_cuda=sys.argv[1] == "1")}))
 """
 
 

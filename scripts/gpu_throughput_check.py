@@ -119,10 +119,10 @@ def main() -> int:
 
     # 2. CUDA candidates. The precompiled <torch/extension.h> is built once per machine (optimize and bench start it
     # in the background); a cold build below is a source never built before, with that header in place.
-    from kernelskill.review import cuda_build
+    from kernelskill.review.cuda.pch import prepare_pch
 
     t = time.perf_counter()
-    cuda_build.prepare_pch()
+    prepare_pch()
     report["pch_seconds"] = round(time.perf_counter() - t, 3)
     print(f"\nprecompiled header: {report['pch_seconds']:.1f} s (once per machine)", flush=True)
     g01 = DATA / "problems" / PROBLEMS["g01"][0]

@@ -1,9 +1,10 @@
-"""Profiling a candidate (profiling.py, collect.profile_candidate) without a GPU: the driver program, the ncu
+"""Profiling a candidate (profiling.py, collect.profile_candidate) without a GPU: the driver (profile_driver.py), the ncu
 command lines, and every outcome of the ncu run (ok, missing, not permitted, timeout, failure, no kernels) against a
 fake ncu and a fake python on PATH - each ends in Evidence that says what happened and in a decision."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import stat
 import subprocess
@@ -15,8 +16,9 @@ import pytest
 from kernelskill.errors import KernelSkillError
 from kernelskill.memory.collect import profile_candidate
 from kernelskill.memory.policy import decide
+from kernelskill.memory import profile_driver
 from kernelskill.memory.profiling import (
-    DRIVER_NAME, EXIT_NO_GPU, ProfileSettings, classify_ncu_failure, clean_environment, driver_source,
+    DRIVER_MODULE, DRIVER_NAME, EXIT_NO_GPU, ProfileSettings, classify_ncu_failure, clean_environment, driver_command,
     ncu_import_command, ncu_profile_command, run_step,
 )  # fmt: skip
 from memhelpers import NCU_DATA
@@ -91,9 +93,12 @@ print("==PROF== Disconnected from process 4242")
 
 # The fake python stands in for the driver run: "profile" writes run features, "ncu" does nothing.
 FAKE_PYTHON = f"""#!{sys.executable}
-import json, os, sys
-program, mode = sys.argv[1], sys.argv[2]
-compile(open(program).read(), program, "exec")  # the written driver must at least be valid Python
+import importlib.util, json, os, sys
+args = sys.argv[1:]
+assert args[:2] == ["-m", "kernelskill.memory.profile_driver"], args
+spec = importlib.util.find_spec(args[1])  # found with the environment the driver gets
+compile(open(spec.origin).read(), spec.origin, "exec")  # the driver must at least be valid Python
+mode = args[2]
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(json.dumps({{"args": sys.argv[1:], "env": sorted(os.environ)}}) + "\\n")
 if os.environ.get("FAKE_PY_MODE") == "crash":
@@ -102,7 +107,7 @@ if os.environ.get("FAKE_PY_MODE") == "crash":
 if mode == "profile":
     json.dump({{"source": "torch.profiler", "forwards": 10, "forward_time_us": 140.0,
                "kernels": [{{"name": "scale_shift_kernel", "count": 10, "total_time_us": 1310.0}}]}},
-              open(sys.argv[3], "w"))
+              open(args[args.index("--out") + 1], "w"))
 """
 
 
@@ -144,31 +149,33 @@ def calls(log: Path) -> list[dict]:
 # ---- the driver ------------------------------------------------------------------------------------------------------
 
 
-def test_driver_source_is_complete(files):
+def test_driver_is_complete(files):
     problem, candidate = files
-    source = driver_source(problem, candidate, warmup_forwards=5, profiled_forwards=7)
-    compile(source, DRIVER_NAME, "exec")
-    assert f"PROBLEM = {str(problem.resolve())!r}" in source and f"CANDIDATE = {str(candidate.resolve())!r}" in source
-    for part in ("WARMUP_FORWARDS = 5", "PROFILED_FORWARDS = 7", "torch.cuda.cudart().cudaProfilerStart()",
+    command = driver_command("py", "profile", problem, candidate, warmup_forwards=5, profiled_forwards=7,
+                             out=Path("o.json"))  # fmt: skip
+    assert command[:4] == ["py", "-m", DRIVER_MODULE, "profile"] and DRIVER_MODULE == profile_driver.__name__
+    assert str(problem.resolve()) in command and str(candidate.resolve()) in command
+    source = inspect.getsource(profile_driver)
+    for part in ("--warmup 5", "--forwards 7", "--out o.json"):
+        assert part in " ".join(command)
+    for part in ("torch.cuda.cudart().cudaProfilerStart()",
                  "torch.cuda.cudart().cudaProfilerStop()", "state_dict()", "tuple(source.shape) == tuple(value.shape)",
                  "ProfilerActivity.CUDA", "torch.no_grad()"):  # fmt: skip
         assert part in source
     # warm-up forwards come before the profiled range, and exactly one forward is inside it
-    main = source[source.index("def _main"):]
+    main = source[source.index("def main"):]
     ncu_part = main[main.index('if mode == "ncu"'):main.index("cudaProfilerStop")]
-    assert main.index("range(WARMUP_FORWARDS)") < main.index("cudaProfilerStart")
+    assert main.index("range(args.warmup)") < main.index("cudaProfilerStart")
     assert ncu_part.count("model(*inputs)") == 1
     with pytest.raises(ValueError):
-        driver_source(problem, candidate, warmup_forwards=0)
+        driver_command("py", "ncu", problem, candidate, warmup_forwards=0)
 
 
 def test_driver_copies_matching_parameters_and_runs_on_cpu(files, tmp_path):
     problem, candidate = files
-    driver = tmp_path / DRIVER_NAME
-    driver.write_text(driver_source(problem, candidate))
     out = tmp_path / "check.json"
-    done = subprocess.run([sys.executable, str(driver), "check", str(out)], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path, check=False)  # fmt: skip
+    done = subprocess.run(driver_command(sys.executable, "check", problem, candidate, out=out), capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env=clean_environment(), check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
     assert sorted(result["copied"]) == ["linear.bias", "linear.weight", "scale"]
@@ -178,11 +185,13 @@ def test_driver_copies_matching_parameters_and_runs_on_cpu(files, tmp_path):
 
 
 def test_ncu_command_lines(tmp_path):
-    cmd = ncu_profile_command("ncu", "py", tmp_path / "d.py", tmp_path / "r", launch_count=64)
+    driver = driver_command("py", "ncu", tmp_path / "p.py", tmp_path / "c.py")
+    cmd = ncu_profile_command("ncu", driver, tmp_path / "r", launch_count=64)
     joined = " ".join(cmd)
     for part in ("--set full", "--clock-control none", "--profile-from-start off", "--target-processes all",
-                 "--launch-count 64", f"--export {tmp_path / 'r'}", f"py {tmp_path / 'd.py'} ncu"):  # fmt: skip
+                 "--launch-count 64", f"--export {tmp_path / 'r'}", f"py -m {DRIVER_MODULE} ncu {tmp_path / 'p.py'}"):  # fmt: skip
         assert part in joined
+    assert cmd[-len(driver):] == driver
     assert ncu_import_command("ncu", Path("r.ncu-rep")) == ["ncu", "--import", "r.ncu-rep", "--csv", "--page", "raw"]
 
 
@@ -247,10 +256,12 @@ def test_profile_with_ncu_gives_full_evidence_and_a_decision(kb, files, fakes, t
             "torch_profiler.log", "ncu_import.log"} <= {p.name for p in keep.iterdir()}  # fmt: skip
     recorded = calls(log)
     plain, ncu_run, export = recorded
-    assert plain["args"][1:] == ["profile", str(keep / "run_features.json")]
+    assert plain["args"] == driver_command(python, "profile", problem, candidate, out=keep / "run_features.json")[1:]
     assert ncu_run["args"][:4] == ["--set", "full", "--clock-control", "none"]
     assert "--profile-from-start" in ncu_run["args"]
-    assert ncu_run["args"][-3:] == [python, str(keep / DRIVER_NAME), "ncu"]
+    measured = driver_command(python, "ncu", problem, candidate)
+    assert ncu_run["args"][-len(measured):] == measured
+    assert " ".join(measured[3:]) in (keep / DRIVER_NAME).read_text()  # the driver's runs, to repeat by hand
     assert export["args"] == ["--import", str(keep / "ncu_report.ncu-rep"), "--csv", "--page", "raw"]
     for call in recorded:  # no secret-looking variable reaches ncu or the program
         assert not {"MY_SERVICE_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD"} & set(call["env"])
@@ -264,7 +275,8 @@ def test_profile_without_keep_dir_leaves_nothing_behind(kb, files, fakes):
     python, log = fakes
     ev = profile_candidate(*files, kb, ProfileSettings(python=python))
     assert ev.ncu_status == "ok" and "measured forward" in ev.ncu.source
-    driver_dir = Path(calls(log)[0]["args"][0]).parent
+    args = calls(log)[0]["args"]
+    driver_dir = Path(args[args.index("--out") + 1]).parent
     assert not driver_dir.exists()
 
 

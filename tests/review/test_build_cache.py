@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.review import build_cache, cuda_build
+from kernelskill.review.cuda import build
+from kernelskill.review.cuda import cache as build_cache  # `cache` is this module's fixture
+from kernelskill.review.cuda.plan import plan_build
 
 DAY = 86400.0
 
@@ -95,7 +97,7 @@ def test_an_entry_locked_by_a_build_is_kept(cache):
     make_extension("busy", 1000, 3 * DAY)
     make_extension("idle", 1000, 2 * DAY)
     busy = ext("busy")
-    code = ("import sys, time; from pathlib import Path; from kernelskill.review.build_cache import flock\n"
+    code = ("import sys, time; from pathlib import Path; from kernelskill.review.cuda.cache import flock\n"
             "with flock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)")
     holder = subprocess.Popen([sys.executable, "-c", code, str(build_cache.locks_dir() / f"{busy}.lock")],
                               stdout=subprocess.PIPE, text=True)
@@ -144,17 +146,17 @@ def test_cache_hits_mark_entries_as_used(cache):
     meta = obj.with_suffix(".json")
     meta.write_text(json.dumps({"sha256": build_cache.file_sha(obj), "log": ""}))
     _age(meta, 3 * DAY)
-    assert cuda_build._cached_object(key) is not None
+    assert build._cached_object(key) is not None
     assert time.time() - meta.stat().st_mtime < 60
 
-    plan = cuda_build.plan_build("ks_touch", "int f() { return 1; }", with_cuda=False)
-    entry = cuda_build._entry(plan)
+    plan = plan_build("ks_touch", "int f() { return 1; }", with_cuda=False)
+    entry = build_cache.extension_dir(plan.key)
     entry.mkdir(parents=True)
     (entry / "lib.so").write_bytes(b"so")
     (entry / "build.json").write_text(json.dumps({"key": plan.key, "so": "lib.so",
                                                   "so_sha256": build_cache.file_sha(entry / "lib.so")}))
     _age(entry / "build.json", 3 * DAY)
-    assert cuda_build._finished(plan, time.perf_counter()).cache_hit
+    assert build._finished(plan, time.perf_counter()).cache_hit
     assert time.time() - (entry / "build.json").stat().st_mtime < 60
 
 

@@ -1,4 +1,4 @@
-"""The fast load_inline builder (review/cuda_build.py), with the real compilers.
+"""The fast load_inline builder (review/cuda/), with the real compilers.
 
 All tests share one cache: $KERNELSKILL_CACHE when set (CI sets a fresh one), else a folder shared by the xdist
 workers of this run. The C++ extension most tests use has fixed sources, so whichever worker comes first builds it
@@ -21,15 +21,19 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.review import build_cache, cuda_build
-from kernelskill.review.cuda_check import CudaCompileError
+from kernelskill.review.cuda import CudaCompileError, build, inline
+from kernelskill.review.cuda.cache import file_sha
+from kernelskill.review.cuda.compile import compile_unit
+from kernelskill.review.cuda.pch import pch_dir, prepare_pch
+from kernelskill.review.cuda.plan import Unit, cuda_variants, plan_build
+from kernelskill.review.cuda.toolchain import arch_flags
 
 pytestmark = pytest.mark.slow
 
 SOURCE = "torch::Tensor scale_add(torch::Tensor x, double s) { return x * s + 1; }"
 FUNCTIONS = ["scale_add"]
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-SRC_DIR = str(Path(cuda_build.__file__).resolve().parents[2])
+SRC_DIR = str(Path(inline.__file__).resolve().parents[3])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -46,13 +50,13 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pch_seconds(cache):
-    return cuda_build.prepare_pch(with_cuda=False)
+    return prepare_pch(with_cuda=False)
 
 
 @pytest.fixture(scope="module")
 def ext(pch_seconds):
-    module = cuda_build.load_inline("ks_test_scale_add", SOURCE, functions=FUNCTIONS)
-    return module, cuda_build.BUILDS[-1]
+    module = inline.load_inline("ks_test_scale_add", SOURCE, functions=FUNCTIONS)
+    return module, inline.BUILDS[-1]
 
 
 def _unique_ldflags() -> list[str]:
@@ -79,9 +83,9 @@ def test_cpp_extension_builds_imports_and_computes(ext):
 
 def test_precompiled_header_is_built_once_and_used(ext, cache):
     _, built = ext
-    assert cuda_build.prepare_pch(with_cuda=False) == 0.0  # already there: nothing built again
-    plan = cuda_build.plan_build("x", SOURCE, functions=FUNCTIONS, with_cuda=False)
-    assert (cuda_build._pch_dir(plan.pch_flags) / "ks_torch_extension.h.gch").is_file()
+    assert prepare_pch(with_cuda=False) == 0.0  # already there: nothing built again
+    plan = plan_build("x", SOURCE, functions=FUNCTIONS, with_cuda=False)
+    assert (pch_dir(plan.pch_flags) / "ks_torch_extension.h.gch").is_file()
     # gcc -H printed "! <pch>.gch": the C++ unit was compiled from the precompiled header, not from the headers
     # (with -Winvalid-pch, a header gcc refused would have been reported in the notes).
     assert built.pch_used is True, built.notes
@@ -93,12 +97,12 @@ def test_cache_hit_in_a_fresh_process_takes_under_a_second(ext):
     result = _python("""
         import json, sys, time
         import torch
-        from kernelskill.review import cuda_build
+        from kernelskill.review.cuda import inline
         start = time.perf_counter()
-        module = cuda_build.load_inline("another_name", sys.argv[1], functions=["scale_add"])
+        module = inline.load_inline("another_name", sys.argv[1], functions=["scale_add"])
         seconds = time.perf_counter() - start
         value = module.scale_add(torch.ones(2), 3.0).tolist()
-        b = cuda_build.BUILDS[-1]
+        b = inline.BUILDS[-1]
         print(json.dumps({"hit": b.cache_hit, "seconds": seconds, "value": value, "so": str(b.so_path)}))
     """, SOURCE)
     assert result["hit"] is True
@@ -109,14 +113,14 @@ def test_cache_hit_in_a_fresh_process_takes_under_a_second(ext):
 
 def test_key_depends_on_sources_and_flags_but_not_on_the_name(cache):
     base = dict(cpp_sources=SOURCE, functions=FUNCTIONS, with_cuda=False)
-    key = cuda_build.plan_build("a", **base).key
-    assert cuda_build.plan_build("b", **base).key == key
-    assert cuda_build.plan_build("a", **{**base, "cpp_sources": SOURCE + " "}).key != key
-    assert cuda_build.plan_build("a", **base, extra_cflags=["-O3"]).key != key
-    assert cuda_build.plan_build("a", **base, extra_ldflags=["-lm"]).key != key
-    assert cuda_build.plan_build("a", **base, extra_include_paths=[str(cache)]).key != key
-    assert cuda_build.plan_build("a", **{**base, "functions": {"scale_add": "doc"}}).key != key
-    assert cuda_build.plan_build("a", **base, with_pytorch_error_handling=False).key != key
+    key = plan_build("a", **base).key
+    assert plan_build("b", **base).key == key
+    assert plan_build("a", **{**base, "cpp_sources": SOURCE + " "}).key != key
+    assert plan_build("a", **base, extra_cflags=["-O3"]).key != key
+    assert plan_build("a", **base, extra_ldflags=["-lm"]).key != key
+    assert plan_build("a", **base, extra_include_paths=[str(cache)]).key != key
+    assert plan_build("a", **{**base, "functions": {"scale_add": "doc"}}).key != key
+    assert plan_build("a", **base, with_pytorch_error_handling=False).key != key
 
 
 def test_two_processes_building_the_same_new_source_build_once(ext, tmp_path):
@@ -125,13 +129,13 @@ def test_two_processes_building_the_same_new_source_build_once(ext, tmp_path):
         import json, sys, time
         from pathlib import Path
         import torch
-        from kernelskill.review import cuda_build
+        from kernelskill.review.cuda import inline
         gate = Path(sys.argv[1])
         (gate / ("ready-" + sys.argv[2])).touch()
         while not (gate / "go").exists():
             time.sleep(0.005)
-        module = cuda_build.load_inline("race", sys.argv[3], functions=["scale_add"], extra_ldflags=[sys.argv[4]])
-        print(json.dumps({"hit": cuda_build.BUILDS[-1].cache_hit, "value": module.scale_add(torch.ones(1), 1.0).item()}))
+        module = inline.load_inline("race", sys.argv[3], functions=["scale_add"], extra_ldflags=[sys.argv[4]])
+        print(json.dumps({"hit": inline.BUILDS[-1].cache_hit, "value": module.scale_add(torch.ones(1), 1.0).item()}))
     """
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), str(tmp_path), str(i), SOURCE,
                                ldflags[0]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -154,26 +158,26 @@ def test_a_corrupt_or_unfinished_entry_is_rebuilt(ext):
     import torch
 
     args = dict(name="corrupt", cpp_sources=SOURCE, functions=FUNCTIONS, extra_ldflags=_unique_ldflags())
-    first = cuda_build.build_inline(**args)
+    first = build.build_inline(**args)
     assert not first.cache_hit
     entry = first.so_path.parent
-    assert cuda_build.build_inline(**args).cache_hit
+    assert build.build_inline(**args).cache_hit
 
     (entry / "build.json").unlink()  # a build that died before its completion marker
-    assert not cuda_build.build_inline(**args).cache_hit
+    assert not build.build_inline(**args).cache_hit
 
     first.so_path.write_bytes(b"\x7fELF truncated")  # the library no longer matches its marker
-    assert not cuda_build.build_inline(**args).cache_hit
+    assert not build.build_inline(**args).cache_hit
 
     # A library that matches its marker but does not import: load_inline rebuilds it rather than trust it.
     first.so_path.write_bytes(b"not a shared object")
     info = json.loads((entry / "build.json").read_text())
-    info["so_sha256"] = build_cache.file_sha(first.so_path)
+    info["so_sha256"] = file_sha(first.so_path)
     (entry / "build.json").write_text(json.dumps(info))
-    module = cuda_build.load_inline(**args)
+    module = inline.load_inline(**args)
     assert module.scale_add(torch.ones(1), 2.0).item() == 3.0
-    assert not cuda_build.BUILDS[-1].cache_hit
-    assert any("did not import" in note for note in cuda_build.BUILDS[-1].notes)
+    assert not inline.BUILDS[-1].cache_hit
+    assert any("did not import" in note for note in inline.BUILDS[-1].notes)
 
 
 def test_an_object_pruned_between_lookup_and_link_is_compiled_again(ext, monkeypatch):
@@ -182,9 +186,9 @@ def test_an_object_pruned_between_lookup_and_link_is_compiled_again(ext, monkeyp
     import torch
 
     args = dict(name="ks_test_scale_add", cpp_sources=SOURCE, functions=FUNCTIONS, extra_ldflags=_unique_ldflags())
-    first = cuda_build.build_inline(**args)
+    first = build.build_inline(**args)
     shutil.rmtree(first.so_path.parent)  # the library is gone; its object is in the object cache
-    real, pruned = cuda_build._cached_object, []
+    real, pruned = build._cached_object, []
 
     def found_then_pruned(key):
         obj = real(key)
@@ -193,16 +197,16 @@ def test_an_object_pruned_between_lookup_and_link_is_compiled_again(ext, monkeyp
             pruned.append(key)
         return obj
 
-    monkeypatch.setattr(cuda_build, "_cached_object", found_then_pruned)
-    module = cuda_build.load_inline(**args)
+    monkeypatch.setattr(build, "_cached_object", found_then_pruned)
+    module = inline.load_inline(**args)
     assert pruned and module.scale_add(torch.ones(1), 2.0).item() == 3.0
-    assert not cuda_build.BUILDS[-1].cache_hit and "cpp" in cuda_build.BUILDS[-1].steps  # compiled again
+    assert not inline.BUILDS[-1].cache_hit and "cpp" in inline.BUILDS[-1].steps  # compiled again
 
 
 def test_a_cpp_compile_error_names_the_line(pch_seconds):
     source = "torch::Tensor scale_add(torch::Tensor x, double s) {\n  return x * undeclared_scale;\n}"
     with pytest.raises(CudaCompileError) as info:
-        cuda_build.load_inline("broken_cpp", source, functions=FUNCTIONS)
+        inline.load_inline("broken_cpp", source, functions=FUNCTIONS)
     message = str(info.value)
     assert message.startswith("extension 'broken_cpp': the C++ sources (main.cpp) failed to compile:")
     assert "main.cpp:3:" in message and "undeclared_scale" in message  # line 1 is the prepended #include
@@ -229,7 +233,7 @@ torch::Tensor gelu_scale(torch::Tensor x, double s) {
 """
 
 
-def _headers(unit: cuda_build.Unit, directory: Path) -> str:
+def _headers(unit: Unit, directory: Path) -> str:
     """The headers nvcc reads for this unit (nvcc -M), to see whether torch's are among them."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / unit.filename).write_text(unit.text)
@@ -241,19 +245,18 @@ def _headers(unit: cuda_build.Unit, directory: Path) -> str:
 
 @needs_nvcc
 def test_cuda_source_without_torch_is_compiled_without_torch_headers(tmp_path):
-    plan = cuda_build.plan_build("plain", "void gelu_scale_launch();", CUDA_PLAIN, extra_cuda_cflags=["-O3"],
-                                 arch="9.0")
+    plan = plan_build("plain", "void gelu_scale_launch();", CUDA_PLAIN, extra_cuda_cflags=["-O3"], arch="9.0")
     unit = plan.cuda[0]
     assert [u.variant for u in plan.cuda] == ["torch-free", "exact"]
     assert "#include <torch/types.h>" not in unit.text and "#include <cuda_runtime.h>" in unit.text
     assert unit.text.count("\n") == plan.cuda[1].text.count("\n")  # same line numbers as torch's cuda.cu
     assert "torch/types.h" not in _headers(unit, tmp_path / "deps")
     assert "-gencode=arch=compute_90,code=sm_90" in unit.argv and "--expt-relaxed-constexpr" in unit.argv
-    obj = cuda_build.compile_unit(unit, tmp_path / "build")  # nvcc's front ends side by side
+    obj = compile_unit(unit, tmp_path / "build")  # nvcc's front ends side by side
     symbols = subprocess.run(["nm", "-C", str(obj.path)], stdout=subprocess.PIPE, text=True).stdout
     assert "gelu_scale_launch" in symbols and "gelu_scale_kernel" in symbols
     assert not any("as is" in note for note in obj.notes), obj.notes  # the parallel path ran, not the fallback
-    plain = cuda_build.compile_unit(unit, tmp_path / "plain", parallel_nvcc=False)
+    plain = compile_unit(unit, tmp_path / "plain", parallel_nvcc=False)
 
     def names(path: Path) -> list[str]:
         return sorted(line.split()[-1] for line in
@@ -263,9 +266,9 @@ def test_cuda_source_without_torch_is_compiled_without_torch_headers(tmp_path):
 
 
 def test_cuda_source_using_torch_gets_torch_headers():
-    plan = cuda_build.plan_build("torchy", "torch::Tensor gelu_scale(torch::Tensor x, double s);", CUDA_TORCH,
-                                 functions=["gelu_scale"], arch="sm_90") if shutil.which("nvcc") else None
-    variants = cuda_build.cuda_variants(CUDA_TORCH)
+    plan = plan_build("torchy", "torch::Tensor gelu_scale(torch::Tensor x, double s);", CUDA_TORCH,
+                      functions=["gelu_scale"], arch="sm_90") if shutil.which("nvcc") else None
+    variants = cuda_variants(CUDA_TORCH)
     assert [v for v, _ in variants] == ["core", "exact"]  # ATen's core headers first, then what torch compiles
     assert variants[0][1].startswith("// torch's core headers only") and "#include <torch/" not in variants[0][1]
     assert variants[1][1].startswith("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n")
@@ -274,12 +277,12 @@ def test_cuda_source_using_torch_gets_torch_headers():
     # KernelBench style: <torch/extension.h> in the CUDA sources is narrowed to the core prelude, then to the
     # <torch/types.h> torch prepends.
     kernelbench = "#include <torch/extension.h>\n" + CUDA_TORCH
-    core, narrowed, exact = cuda_build.cuda_variants(kernelbench)
+    core, narrowed, exact = cuda_variants(kernelbench)
     assert core[0] == "core" and narrowed[0] == "types.h" and "\n#include <torch/extension.h>" not in narrowed[1]
     assert exact == ("exact", "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" + kernelbench)
-    assert [v for v, _ in cuda_build.cuda_variants(kernelbench + "\nPYBIND11_MODULE(m, m) {}")] == ["exact"]
+    assert [v for v, _ in cuda_variants(kernelbench + "\nPYBIND11_MODULE(m, m) {}")] == ["exact"]
     # a torch header of its own (not extension.h): nothing narrower than what it asks for
-    assert [v for v, _ in cuda_build.cuda_variants("#include <torch/torch.h>\n" + CUDA_TORCH)] == ["exact"]
+    assert [v for v, _ in cuda_variants("#include <torch/torch.h>\n" + CUDA_TORCH)] == ["exact"]
 
 
 CUDA_WRAPPER = CUDA_TORCH.replace("    auto y = torch::empty_like(x);", """    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "x must be float32");
@@ -290,10 +293,10 @@ CUDA_WRAPPER = CUDA_TORCH.replace("    auto y = torch::empty_like(x);", """    T
 def test_a_torch_wrapper_in_cuda_sources_compiles_against_core_headers_only(tmp_path):
     """The common LLM style (torch::Tensor wrapper inside cuda_sources) is built without <torch/types.h>, which pulls
     in every operator's declaration; nvcc -M shows which headers the unit read."""
-    built = cuda_build.build_inline("wrapper", "torch::Tensor gelu_scale(torch::Tensor x, double s);", CUDA_WRAPPER,
-                                    functions=["gelu_scale"], arch="9.0", link=False)
+    built = build.build_inline("wrapper", "torch::Tensor gelu_scale(torch::Tensor x, double s);", CUDA_WRAPPER,
+                               functions=["gelu_scale"], arch="9.0", link=False)
     assert built.cuda_variant == "core", built.notes
-    plan = cuda_build.plan_build("wrapper", "", CUDA_WRAPPER, arch="9.0")
+    plan = plan_build("wrapper", "", CUDA_WRAPPER, arch="9.0")
     read = _headers(plan.cuda[0], tmp_path / "core")
     assert "ATen/core/Tensor.h" in read and "torch/types.h" not in read and "ATen/Functions.h" not in read
 
@@ -302,7 +305,7 @@ def test_a_torch_wrapper_in_cuda_sources_compiles_against_core_headers_only(tmp_
 def test_a_compile_error_in_a_core_unit_keeps_torch_line_numbers(pch_seconds):
     broken = CUDA_WRAPPER.replace("float v = x[i];", "float v = x[i]")
     with pytest.raises(CudaCompileError) as info:
-        cuda_build.build_inline("broken_wrapper", "", broken, arch="9.0", link=False)
+        build.build_inline("broken_wrapper", "", broken, arch="9.0", link=False)
     assert 'cuda.cu(8): error: expected a ";"' in str(info.value)  # as in the unit torch would compile
 
 
@@ -310,7 +313,7 @@ def test_a_compile_error_in_a_core_unit_keeps_torch_line_numbers(pch_seconds):
 @needs_nvcc
 def test_a_core_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_path):
     source = CUDA_WRAPPER + "\ntorch::Tensor relu(torch::Tensor x) { return torch::relu(x); }\n"
-    built = cuda_build.build_inline("needs_relu", "", source, arch="9.0", link=False)
+    built = build.build_inline("needs_relu", "", source, arch="9.0", link=False)
     assert built.cuda_variant == "exact"
     assert any("compiled again" in note for note in built.notes), built.notes
 
@@ -319,21 +322,21 @@ def test_a_core_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_pat
 def test_a_cuda_compile_error_names_the_line(pch_seconds):
     broken = CUDA_PLAIN.replace("float v = x[i];", "float v = x[i]")
     with pytest.raises(CudaCompileError) as info:
-        cuda_build.build_inline("broken_cuda", "void gelu_scale_launch();", broken, arch="9.0", link=False)
+        build.build_inline("broken_cuda", "void gelu_scale_launch();", broken, arch="9.0", link=False)
     message = str(info.value)
     assert message.startswith("extension 'broken_cuda': the CUDA sources (cuda.cu, nvcc) failed to compile:")
     assert 'cuda.cu(8): error: expected a ";"' in message  # line 1-3: the prepended includes
 
 
 def test_arch_flags():
-    assert cuda_build.arch_flags("9.0", []) == ["-gencode=arch=compute_90,code=sm_90"]
-    assert cuda_build.arch_flags("sm_90a", []) == ["-gencode=arch=compute_90a,code=sm_90a"]
-    assert cuda_build.arch_flags("8.0;9.0+PTX", []) == ["-gencode=arch=compute_80,code=sm_80",
-                                                        "-gencode=arch=compute_90,code=compute_90",
-                                                        "-gencode=arch=compute_90,code=sm_90"]
-    assert cuda_build.arch_flags("9.0", ["-arch=sm_80"]) == []  # the candidate's own arch wins, as in torch
+    assert arch_flags("9.0", []) == ["-gencode=arch=compute_90,code=sm_90"]
+    assert arch_flags("sm_90a", []) == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert arch_flags("8.0;9.0+PTX", []) == ["-gencode=arch=compute_80,code=sm_80",
+                                             "-gencode=arch=compute_90,code=compute_90",
+                                             "-gencode=arch=compute_90,code=sm_90"]
+    assert arch_flags("9.0", ["-arch=sm_80"]) == []  # the candidate's own arch wins, as in torch
     with pytest.raises(ValueError, match="unknown CUDA arch"):
-        cuda_build.arch_flags("hopper", [])
+        arch_flags("hopper", [])
 
 
 @pytest.mark.all_cuda_checks  # compiles as torch does, with all of <torch/types.h>: 1-2 minutes on CI
@@ -341,7 +344,7 @@ def test_arch_flags():
 def test_a_narrowed_cuda_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_path):
     # No torch mention, so it is first compiled without torch's headers, where std::vector is undeclared.
     source = CUDA_PLAIN + "\nint count(const std::vector<int>& v) { return (int)v.size(); }\n"
-    built = cuda_build.build_inline("needs_vector", "int count();", source, arch="9.0", link=False)
+    built = build.build_inline("needs_vector", "int count();", source, arch="9.0", link=False)
     assert built.cuda_variant == "exact"
     assert any("compiled again" in note for note in built.notes), built.notes
 
@@ -354,8 +357,8 @@ def test_extensions_that_differ_only_outside_the_cpp_unit_are_distinct_modules()
 
     tag = uuid.uuid4().hex
     cpp = 'extern "C" char ks_marker_%s;\nint64_t marker() { return (int64_t)&ks_marker_%s; }' % (tag, tag)
-    first = cuda_build.load_inline("m1", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=4096"])
-    second = cuda_build.load_inline("m2", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=8192"])
+    first = inline.load_inline("m1", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=4096"])
+    second = inline.load_inline("m2", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=8192"])
     assert first is not second and first.__file__ != second.__file__
     assert first.marker() != second.marker()
 
@@ -367,7 +370,7 @@ def test_every_load_inline_argument_form_builds(ext, tmp_path):
     inc = tmp_path / "inc"
     inc.mkdir()
     (inc / "ks_forms.h").write_text("constexpr int KS_OFFSET = 2;\n")
-    module = cuda_build.load_inline(
+    module = inline.load_inline(
         "ks_test_forms",
         ['#include "ks_forms.h"', "torch::Tensor offset(torch::Tensor x) { return x + KS_OFFSET + KS_FORM; }"],
         functions={"offset": "x + 5"},
@@ -388,7 +391,7 @@ def test_a_library_that_registers_ops_loads_without_a_python_module(ext):
 
     source = ("torch::Tensor ks_twice(torch::Tensor x) { return x * 2; }\n"
               "TORCH_LIBRARY(ks_forms_ops, m) { m.def(\"twice\", &ks_twice); }")
-    path = cuda_build.load_inline("ks_test_ops", source, is_python_module=False, extra_ldflags=[""])
+    path = inline.load_inline("ks_test_ops", source, is_python_module=False, extra_ldflags=[""])
     assert isinstance(path, str) and path.endswith(".so")
     assert torch.ops.ks_forms_ops.twice(torch.ones(3)).tolist() == [2.0, 2.0, 2.0]
 
@@ -398,23 +401,23 @@ def test_torch_builds_what_this_builder_fails_on_outside_the_candidates_code(ext
     def broken(**kwargs):
         raise CudaCompileError("extension: linking failed:\nc++: error: some builder bug", "log", in_own_code=False)
 
-    monkeypatch.setattr(cuda_build, "build_inline", broken)
-    module = cuda_build.load_inline("ks_test_fallback", SOURCE, functions=FUNCTIONS, extra_cflags=[""])
+    monkeypatch.setattr(inline, "build_inline", broken)
+    module = inline.load_inline("ks_test_fallback", SOURCE, functions=FUNCTIONS, extra_cflags=[""])
     import torch
 
     assert module.scale_add(torch.ones(2), 2.0).tolist() == [3.0, 3.0]
-    assert cuda_build.BUILDS[-1].cuda_variant == "torch"
-    assert "built by torch's own load_inline" in cuda_build.BUILDS[-1].notes[0]
+    assert inline.BUILDS[-1].cuda_variant == "torch"
+    assert "built by torch's own load_inline" in inline.BUILDS[-1].notes[0]
 
 
 def test_an_error_in_the_candidates_own_code_is_not_built_twice(ext, monkeypatch):
     def torch_must_not_run(*args, **kwargs):
         raise AssertionError("torch's load_inline was called for an error in the candidate's own lines")
 
-    monkeypatch.setattr(cuda_build, "_torch_load_inline", lambda: torch_must_not_run)
+    monkeypatch.setattr(inline, "_torch_load_inline", lambda: torch_must_not_run)
     with pytest.raises(CudaCompileError) as info:
-        cuda_build.load_inline("ks_test_own_error", "int broken( { return 1; }", functions=[],
-                               extra_ldflags=_unique_ldflags())
+        inline.load_inline("ks_test_own_error", "int broken( { return 1; }", functions=[],
+                           extra_ldflags=_unique_ldflags())
     assert info.value.in_own_code and "main.cpp" in str(info.value)
 
 

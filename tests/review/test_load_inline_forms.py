@@ -1,4 +1,4 @@
-"""Reading a load_inline call as torch does (review/inline_args.py): no compiler needed.
+"""Reading a load_inline call as torch does (review/cuda/inline.py): no compiler needed.
 
 The builds themselves, one per form, are in test_cuda_build.py.
 """
@@ -9,15 +9,15 @@ import os
 
 import pytest
 
-from kernelskill.review import cuda_build
-from kernelskill.review.inline_args import bind, split_flags, torch_signature
+from kernelskill.review.cuda import plan
+from kernelskill.review.cuda.inline import bind, split_flags, torch_signature
 
 CPP = "torch::Tensor f(torch::Tensor x) { return x; }"
 
 
-def _plan(*args, **kwargs) -> cuda_build.BuildPlan:
-    return cuda_build.plan_build(**{k: v for k, v in bind(*args, **kwargs).build_kwargs().items() if k != "verbose"},
-                                 arch="9.0")
+def _plan(*args, **kwargs) -> plan.BuildPlan:
+    return plan.plan_build(**{k: v for k, v in bind(*args, **kwargs).build_kwargs().items() if k != "verbose"},
+                           arch="9.0")
 
 
 @pytest.mark.parametrize("given,expected", [

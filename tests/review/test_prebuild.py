@@ -50,7 +50,7 @@ def _candidate(tmp_path, source):
 
 
 def test_prebuild_fills_the_build_cache(tmp_path, as_if_gpu):
-    from kernelskill.review import cuda_build
+    from kernelskill.review.cuda import build
     from kernelskill.review.reviewer import prebuild
     from kernelskill.settings import ReviewSettings
     from tests.conftest import DATA
@@ -62,8 +62,8 @@ def test_prebuild_fills_the_build_cache(tmp_path, as_if_gpu):
     built = prebuild(DATA / "problems/p01_pointwise_gelu_chain.py", cand, ReviewSettings(device="cuda"),
                      log_dir=tmp_path / "logs")
     assert built is not None and built.result is None and built.seconds > 0
-    again = cuda_build.build_inline("ks_prebuild_test", "torch::Tensor add_one(torch::Tensor x) { return x + 1; }  "
-                                    f"// {tag}", functions=["add_one"])
+    again = build.build_inline("ks_prebuild_test", "torch::Tensor add_one(torch::Tensor x) { return x + 1; }  "
+                               f"// {tag}", functions=["add_one"])
     assert again.cache_hit  # the review would import it instead of building
 
 

@@ -1,16 +1,16 @@
 """Profile a candidate on the GPU: Nsight Compute metrics and PyTorch-profiler run features of one forward.
 
-A small driver program is written to a scratch directory. It imports the problem file and the candidate file,
-builds `Model` and `ModelNew` with `get_init_inputs()`, copies the reference's parameters and buffers into the
-candidate where name and shape match (so both compute with the same weights), moves the candidate and the inputs
+The driver (`profile_driver`, run as `python -m kernelskill.memory.profile_driver`) loads the problem and the
+candidate, builds `Model` and `ModelNew` with `get_init_inputs()`, copies the reference's parameters and buffers into
+the candidate where name and shape match (so both compute with the same weights), moves the candidate and the inputs
 to the GPU and runs warm-up forwards (Triton compiles, caches fill) before anything is measured. It is run twice:
 
-1. `python driver.py profile OUT` - a plain run: the mean wall time of one forward (CUDA events) and, under the
-   PyTorch profiler, every kernel launched by the forwards with its count and GPU time -> OUT (JSON, the
+1. `... profile_driver profile P C --out OUT` - a plain run: the mean wall time of one forward (CUDA events) and,
+   under the PyTorch profiler, every kernel launched by the forwards with its count and GPU time -> OUT (JSON, the
    ProfilerSummary of evidence.py).
-2. `ncu --set full --clock-control none --profile-from-start off ... python driver.py ncu` - the warm-up forwards
-   run outside the profiled range; one forward runs between `torch.cuda.cudart().cudaProfilerStart()` and
-   `cudaProfilerStop()`, so ncu sees exactly the launches of one warm forward. The report is then exported with
+2. `ncu --set full --clock-control none --profile-from-start off ... python -m ...profile_driver ncu P C` - the
+   warm-up forwards run outside the profiled range; one forward runs between `torch.cuda.cudart().cudaProfilerStart()`
+   and `cudaProfilerStop()`, so ncu sees exactly the launches of one warm forward. The report is then exported with
    `ncu --import REPORT --csv --page raw` and parsed by ncu.py (the same commands as scripts/capture_ncu.py).
 
 Every step runs in its own process group with a time limit (a timeout kills ncu and the program it started) and an
@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -39,14 +40,14 @@ from kernelskill.errors import KernelSkillError
 from kernelskill.memory.evidence import NcuStatus, ProfilerSummary
 from kernelskill.memory.ncu import NcuReport, parse_ncu_csv
 
-# Environment variables whose names look like credentials never reach the profiled program (or ncu).
-
 # Exit codes of the driver (anything else: the interpreter or CUDA died).
-EXIT_SETUP = 2  # the problem or the candidate failed to import, build or run
+EXIT_SETUP = 2  # the problem or the candidate failed to import, build or run (argparse's code for bad arguments)
 EXIT_PROFILER = 3  # the model ran, but the PyTorch profiler failed
 EXIT_NO_GPU = 4  # PyTorch sees no CUDA device
 
-DRIVER_NAME = "kernelskill_profile_driver.py"
+DRIVER_MODULE = "kernelskill.memory.profile_driver"  # not imported here: the package imports this module
+DRIVER_NAME = "profile_driver.sh"
+"""Kept with the logs: the driver's two runs as they were started, to run again by hand."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class ProfileSettings:
     warmup_forwards: int = 3
     profiled_forwards: int = 10  # forwards timed and recorded by the PyTorch profiler
     max_kernel_launches: int = 64  # ncu --launch-count: a cap on the launches ncu profiles in the measured forward
-    keep_dir: Path | None = None  # write the driver, logs, report and CSV here (kept); None: a temporary directory
+    keep_dir: Path | None = None  # keep the driver's commands, logs, report and CSV here; None: a temporary folder
     env: dict[str, str] | None = None  # extra environment for the driver and ncu, e.g. CUDA_VISIBLE_DEVICES
 
 
@@ -88,201 +89,33 @@ class ProfileRun:
     log: list[str] = field(default_factory=list)  # how the evidence was gathered (commands, times, outcomes)
 
 
-# ---- the driver ------------------------------------------------------------------------------------------------------
-
-_DRIVER = '''"""Profiling driver written by kernelskill.memory.profiling.
-
-python THIS.py ncu           {warmup} warm-up forwards, then one forward between cudaProfilerStart/Stop (under ncu)
-python THIS.py profile OUT   mean forward time and the PyTorch profiler's kernels over {profiled} forwards -> OUT
-python THIS.py check OUT     build, copy parameters, compare one forward with Model's on any device -> OUT
-"""
-import importlib.util
-import json
-import os
-import sys
-import tempfile
-import traceback
-
-PROBLEM = {problem!r}
-CANDIDATE = {candidate!r}
-WARMUP_FORWARDS = {warmup}
-PROFILED_FORWARDS = {profiled}
-SEED = 0
-EXIT_SETUP = {exit_setup}
-EXIT_PROFILER = {exit_profiler}
-EXIT_NO_GPU = {exit_no_gpu}
-
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)  # from the file itself: Triton reads kernel sources with inspect
-    return module
-
-
-def _to(value, device):
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to(v, device) for v in value)
-    return value
-
-
-def _build(device, keep_reference=False):
-    """ModelNew with Model's parameters (where name and shape match), and the inputs, on `device`."""
-    import torch
-
-    problem = _load(PROBLEM, "kernelskill_profiled_problem")
-    candidate = _load(CANDIDATE, "kernelskill_profiled_candidate")
-    init = list(problem.get_init_inputs())
-    torch.manual_seed(SEED)
-    reference = problem.Model(*init)
-    torch.manual_seed(SEED)
-    model = candidate.ModelNew(*init)
-    ref_state = reference.state_dict()
-    copied, kept = [], []
-    with torch.no_grad():
-        for name, value in model.state_dict().items():
-            source = ref_state.get(name)
-            if source is not None and tuple(source.shape) == tuple(value.shape):
-                value.copy_(source)
-                copied.append(name)
-            else:
-                kept.append(name)
-    del ref_state
-    reference = reference.to(device) if keep_reference else None
-    model = model.to(device)
-    torch.manual_seed(SEED)
-    inputs = _to(list(problem.get_inputs()), device)
-    return model, reference, inputs, copied, kept
-
-
-def _max_abs_diff(a, b):
-    import torch
-
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        if a.shape != b.shape:
-            return None
-        return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
-        diffs = [_max_abs_diff(x, y) for x, y in zip(a, b)]
-        return None if None in diffs else max(diffs, default=0.0)
-    return None
-
-
-def _describe(out):
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return {{"shape": list(out.shape), "dtype": str(out.dtype), "device": str(out.device)}}
-    if isinstance(out, (list, tuple)):
-        return [_describe(o) for o in out]
-    return repr(out)[:200]
-
-
-def _kernels(prof):
-    # The Chrome trace is the export that stays stable across PyTorch versions: GPU kernels have "cat": "kernel".
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            trace = json.load(f)
-    finally:
-        os.unlink(path)
-    kernels = {{}}
-    for event in trace.get("traceEvents", []):
-        if str(event.get("cat", "")).lower() == "kernel" and "dur" in event:
-            entry = kernels.setdefault(event["name"], {{"name": event["name"], "count": 0, "total_time_us": 0.0}})
-            entry["count"] += 1
-            entry["total_time_us"] += float(event["dur"])
-    return sorted(kernels.values(), key=lambda k: -k["total_time_us"])
-
-
-def _main(argv):
-    mode = argv[1]
-    try:
-        import torch
-
-        if mode == "check":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        elif torch.cuda.is_available():
-            device = "cuda"
-        else:
-            print("kernelskill-driver: no CUDA device is visible to PyTorch", file=sys.stderr)
-            return EXIT_NO_GPU
-        model, reference, inputs, copied, kept = _build(device, keep_reference=mode == "check")
-        print(f"kernelskill-driver: copied {{len(copied)}} parameter(s)/buffer(s) from Model, kept "
-              f"{{len(kept)}} of ModelNew's own", file=sys.stderr)
-        with torch.no_grad():
-            if mode == "check":
-                out = model(*inputs)
-                expected = reference(*inputs)
-                with open(argv[2], "w") as f:
-                    json.dump({{"device": device, "copied": copied, "kept": kept, "output": _describe(out),
-                               "max_abs_diff": _max_abs_diff(out, expected)}}, f)
-                return 0
-            for _ in range(WARMUP_FORWARDS):
-                model(*inputs)
-            torch.cuda.synchronize()
-            if mode == "ncu":
-                torch.cuda.cudart().cudaProfilerStart()
-                model(*inputs)
-                torch.cuda.synchronize()
-                torch.cuda.cudart().cudaProfilerStop()
-                return 0
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(PROFILED_FORWARDS):
-                model(*inputs)
-            end.record()
-            torch.cuda.synchronize()
-            forward_time_us = start.elapsed_time(end) * 1000.0 / PROFILED_FORWARDS
-    except Exception:
-        traceback.print_exc()
-        return EXIT_SETUP
-    try:
-        from torch.profiler import ProfilerActivity, profile
-
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(PROFILED_FORWARDS):
-                model(*inputs)
-            torch.cuda.synchronize()
-        summary = {{"source": "torch.profiler", "forwards": PROFILED_FORWARDS, "forward_time_us": forward_time_us,
-                    "kernels": _kernels(prof)}}
-        with open(argv[2], "w") as f:
-            json.dump(summary, f, indent=2)
-    except Exception:
-        traceback.print_exc()
-        return EXIT_PROFILER
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv))
-'''
-
-
-def driver_source(problem: Path, candidate: Path, warmup_forwards: int = 3, profiled_forwards: int = 10) -> str:
-    """The driver program for one (problem, candidate) pair; paths are made absolute."""
-    if warmup_forwards < 1 or profiled_forwards < 1:
-        raise ValueError("warm-up and profiled forwards must be at least 1")
-    return _DRIVER.format(problem=str(Path(problem).resolve()), candidate=str(Path(candidate).resolve()),
-                          warmup=warmup_forwards, profiled=profiled_forwards, exit_setup=EXIT_SETUP,
-                          exit_profiler=EXIT_PROFILER, exit_no_gpu=EXIT_NO_GPU)  # fmt: skip
-
-
 # ---- commands --------------------------------------------------------------------------------------------------------
 
 
-def ncu_profile_command(ncu: str, python: str, driver: Path, report: Path, launch_count: int) -> list[str]:
-    """ncu on the driver's measured forward, as scripts/capture_ncu.py captures its scenarios."""
+def driver_command(python: str, mode: str, problem: Path, candidate: Path, warmup_forwards: int = 3,
+                   profiled_forwards: int = 10, out: Path | None = None) -> list[str]:
+    """The driver's command line for one (problem, candidate) pair; paths are made absolute."""
+    if warmup_forwards < 1 or profiled_forwards < 1:
+        raise ValueError("warm-up and profiled forwards must be at least 1")
+    command = [python, "-m", DRIVER_MODULE, mode, str(Path(problem).resolve()), str(Path(candidate).resolve()),
+               "--warmup", str(warmup_forwards), "--forwards", str(profiled_forwards)]  # fmt: skip
+    return command + (["--out", str(out)] if out is not None else [])
+
+
+def ncu_profile_command(ncu: str, driver: list[str], report: Path, launch_count: int) -> list[str]:
+    """ncu on the driver's measured forward (`driver`: its command in "ncu" mode), as scripts/capture_ncu.py
+    captures its scenarios."""
     return [ncu, "--set", "full", "--clock-control", "none", "--target-processes", "all",
             "--profile-from-start", "off", "--launch-count", str(launch_count), "--force-overwrite",
-            "--export", str(report), python, str(driver), "ncu"]  # fmt: skip
+            "--export", str(report), *driver]  # fmt: skip
+
+
+def driver_script(commands: list[list[str]], env: dict[str, str], exported: list[str]) -> str:
+    """A shell script that runs `commands` again, with the variables named in `exported` set as they were."""
+    lines = ["#!/bin/sh", "# The profiling driver's runs, as kernelskill.memory.profiling started them (ncu's own",
+             "# command line around the second one is in ncu_profile.log).", 'cd "$(dirname "$0")"']
+    lines += [f"export {name}={shlex.quote(env[name])}" for name in exported if name in env]
+    return "\n".join(lines + [shlex.join(c) for c in commands]) + "\n"
 
 
 def ncu_import_command(ncu: str, report: Path) -> list[str]:
@@ -380,9 +213,14 @@ def run_profile(problem: Path, candidate: Path, settings: ProfileSettings | None
 
 def _run(problem: Path, candidate: Path, settings: ProfileSettings, work: Path, keep: bool) -> ProfileRun:
     run = ProfileRun(workdir=work if keep else None)
-    driver = work / DRIVER_NAME
-    driver.write_text(driver_source(problem, candidate, settings.warmup_forwards, settings.profiled_forwards))
+    features = work / "run_features.json"
+    counts = (settings.warmup_forwards, settings.profiled_forwards)
+    plain = driver_command(settings.python, "profile", problem, candidate, *counts, out=features)
+    measured = driver_command(settings.python, "ncu", problem, candidate, *counts)
     env = clean_environment(settings.env)
+    script = work / DRIVER_NAME
+    script.write_text(driver_script([plain, measured], env, ["PYTHONPATH", *(settings.env or {})]))
+    script.chmod(0o755)
 
     def record(step: StepResult, label: str) -> None:
         outcome = "timed out" if step.returncode is None else f"exit {step.returncode}"
@@ -393,8 +231,7 @@ def _run(problem: Path, candidate: Path, settings: ProfileSettings, work: Path, 
                                                f"--- stderr ---\n{step.stderr}")  # fmt: skip
 
     # 1. the plain run: does the candidate run at all, and the PyTorch profiler's view of the forward
-    features = work / "run_features.json"
-    step = run_step([settings.python, str(driver), "profile", str(features)], settings.run_timeout_s, work, env)
+    step = run_step(plain, settings.run_timeout_s, work, env)
     record(step, "torch profiler")
     candidate_runs = True
     if step.returncode == 0:
@@ -427,7 +264,7 @@ def _run(problem: Path, candidate: Path, settings: ProfileSettings, work: Path, 
         return run
     report = work / "ncu_report"
     deadline = time.monotonic() + settings.ncu_timeout_s
-    command = ncu_profile_command(ncu, settings.python, driver, report, settings.max_kernel_launches)
+    command = ncu_profile_command(ncu, measured, report, settings.max_kernel_launches)
     step = run_step(command, settings.ncu_timeout_s, work, env)
     record(step, "ncu profile")
     failure = classify_ncu_failure(step, settings.ncu_timeout_s)

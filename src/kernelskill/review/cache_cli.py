@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.review import build_cache
+from kernelskill.review.cuda import cache
 
 cache_app = typer.Typer(
     name="cache",
@@ -51,7 +51,7 @@ def _ago(t: float | None) -> str:
 
 def _limit() -> int | None:
     try:
-        return build_cache.limit_bytes()
+        return cache.limit_bytes()
     except ValueError as exc:
         raise KernelSkillError(str(exc)) from None
 
@@ -63,7 +63,7 @@ def show(as_json: JsonOpt = False) -> None:
     Example: kernelskill cache show
     """
     _limit()
-    u = build_cache.usage()
+    u = cache.usage()
     if as_json:
         print(json.dumps(u.to_dict(), indent=1))
         return
@@ -103,13 +103,13 @@ def prune(
     Removing anything is safe: what is needed again is rebuilt (seconds for a kernel, 30 s for the torch header).
     """
     try:
-        max_bytes = 0 if all_ else (build_cache.parse_size(max_size) if max_size is not None else None)
-        older_s = build_cache.parse_duration(older_than) if older_than is not None else None
+        max_bytes = 0 if all_ else (cache.parse_size(max_size) if max_size is not None else None)
+        older_s = cache.parse_duration(older_than) if older_than is not None else None
     except ValueError as exc:
         raise KernelSkillError(str(exc)) from None
     if max_bytes is None and older_s is None:
         max_bytes = _limit()
-    report = build_cache.prune(max_bytes=max_bytes, older_than_s=older_s, dry_run=dry_run)
+    report = cache.prune(max_bytes=max_bytes, older_than_s=older_s, dry_run=dry_run)
     if as_json:
         print(json.dumps(report.to_dict(), indent=1))
     else:

@@ -177,14 +177,14 @@ def prepare_builds() -> threading.Thread:
     of paying for it. A failure is printed; builds then go without it."""
 
     def run() -> None:
-        from kernelskill.review import build_cache, cuda_build
+        from kernelskill.review.cuda import cache, pch
 
         try:
-            build_cache.auto_prune()
+            cache.auto_prune()
         except OSError as exc:  # a cache that cannot be pruned still works
             print(f"kernelskill: the build cache could not be pruned: {exc}", file=sys.stderr)
         try:
-            cuda_build.prepare_pch()
+            pch.prepare_pch()
         except Exception as exc:  # noqa: BLE001 - builds still work without the header, only slower
             print(f"kernelskill: the precompiled header could not be built ({type(exc).__name__}): {exc}",
                   file=sys.stderr)

@@ -78,18 +78,12 @@ class Session:
             self.device = torch.device("cpu")
             self.device_name, self.capability = "cpu", None
         import torch._dynamo  # noqa: F401  (it re-wraps torch.manual_seed on import: let that happen before the snapshot)
-        import torch.utils.cpp_extension as cpp_extension
 
-        from kernelskill.review import cuda_check
+        from kernelskill.review.cuda import inline
         from kernelskill.review.guards import Integrity, KernelTracker, ModuleSnapshot, backend_flags
 
         # CUDA extensions: on a GPU the content-addressed fast builder, on CPU a compile check (nothing can run)
-        if device == "cpu":
-            cpp_extension.load_inline = cuda_check.checking_load_inline
-        else:
-            from kernelskill.review import cuda_build
-
-            cpp_extension.load_inline = cuda_build.load_inline
+        inline.install("check" if device == "cpu" else "run")
         self.tracker = KernelTracker()
         self.tracker.install()
         self.integrity = Integrity()  # before any candidate code runs
@@ -97,14 +91,6 @@ class Session:
         self.threads = set(threading.enumerate())
         self.backend_flags = backend_flags()  # cudnn.benchmark, TF32 ...: put back after every review
         self.unrestored: list[str] = []
-
-    def builds(self) -> list:
-        """The CUDA extensions this process built or took from the build cache (empty on CPU)."""
-        if self.device_type != "cuda":
-            return []
-        from kernelskill.review import cuda_build
-
-        return cuda_build.BUILDS
 
     def fit(self) -> list[str]:
         """Why this process should not serve another review (empty: it may)."""
@@ -284,18 +270,17 @@ class Worker:
         self.stage("compile")
         torch = self.torch
         from kernelskill.problem import load_module
-        from kernelskill.review import cuda_check
+        from kernelskill.review.cuda import CudaCompileError, inline
 
         req = self.req
         self.cand_file = req["candidate_path"] or "<candidate>"
         start = time.perf_counter()
         checked_only = req["backend"] == "cuda" and self.device.type == "cpu"
-        cuda_check.checking_load_inline.calls.clear()
-        builds_before = len(self.session.builds())
+        builds_before = len(inline.BUILDS)
         threads = set(threading.enumerate())
         try:
             module = load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
-        except cuda_check.CudaCompileError as exc:
+        except CudaCompileError as exc:
             raise self.fail("compile_error", str(exc), compile_errors=exc.log)
         except Exception as exc:
             detail = _short_traceback(exc, self.cand_file)
@@ -316,17 +301,16 @@ class Worker:
             raise self.fail("compile_error", "ModelNew(*get_init_inputs()) raised:\n" + detail, compile_errors=detail)
         self.check_threads(threads)
         compile_info = {"ok": True, "backend": req["backend"], "checked_only": checked_only}
+        builds = inline.BUILDS[builds_before:]  # what the extension builder did: cache hits, steps, warnings
         if checked_only:
-            calls = cuda_check.checking_load_inline.calls
-            compile_info["warnings"] = [w for c in calls for w in c["warnings"]]
-            compile_info["builds"] = [{k: c[k] for k in ("name", "cache_hit", "seconds", "cuda_variant", "notes")}
-                                      for c in calls]
+            compile_info["warnings"] = [w for b in builds for w in b.warnings]
+            compile_info["builds"] = [{k: b.to_dict()[k] for k in ("name", "cache_hit", "seconds", "cuda_variant",
+                                                                   "notes")} for b in builds]
             compile_info["duration_s"] = round(time.perf_counter() - start, 3)
             self.update(compiled=True, compile=compile_info, flags=["cuda_not_run_on_cpu"])
             self.end_stage()
             return
         compile_info["duration_s"] = round(time.perf_counter() - start, 3)
-        builds = self.session.builds()[builds_before:]  # what the extension builder did: cache hits, steps, warnings
         if builds:
             compile_info["builds"] = [{k: b.to_dict()[k] for k in ("name", "cache_hit", "seconds", "steps", "pch_used",
                                                                    "cuda_variant", "notes")} for b in builds]
@@ -636,49 +620,24 @@ class Worker:
         the prebuild early, and the review on the GPU builds what is left.
         """
         self.stage("compile")
-        import signal
-
-        import torch.utils.cpp_extension as cpp_extension
-
         from kernelskill.problem import load_module
-        from kernelskill.review import cuda_build, cuda_check
-        from kernelskill.review.inline_args import bind
+        from kernelskill.review.cuda import CudaCompileError, inline
 
         req = self.req
         self.cand_file = req["candidate_path"] or "<candidate>"
-        builds = []
-
-        def building_load_inline(*args, **kwargs):
-            call = bind(*args, **kwargs)
-            remaining = signal.alarm(0)  # a build is not the time limit of construct_for_builds
-            try:
-                built = cuda_build.build_inline(**call.build_kwargs(), arch=req["arch"])
-            except cuda_check.CudaCompileError as exc:
-                if exc.in_own_code:
-                    raise
-                # maybe this builder's failure: the review on the GPU tries torch's own load_inline
-                builds.append({"name": call.name, "failed_outside_own_code": str(exc)[:2000]})
-                return cuda_check.NotRunnable(call.name)
-            finally:
-                if remaining:
-                    signal.alarm(remaining)
-            builds.append({"name": call.name, "cache_hit": built.cache_hit, "seconds": round(built.seconds, 3),
-                           "steps": built.steps})
-            return cuda_check.NotRunnable(call.name)
-
-        saved = cpp_extension.load_inline
-        cpp_extension.load_inline = building_load_inline
+        before = len(inline.BUILDS)
         try:
-            with _pretend_gpu(self.torch, req["arch"]):
+            # the stand-in pauses construct_for_builds' alarm while it builds
+            with inline.installed("build", arch=req["arch"]), _pretend_gpu(self.torch, req["arch"]):
                 module = load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
                 self.construct_for_builds(module)
-        except cuda_check.CudaCompileError as exc:
+        except CudaCompileError as exc:
             raise self.fail("compile_error", str(exc), compile_errors=exc.log)
         except Exception as exc:  # noqa: BLE001 - not a verdict: the review runs the module for real
             self.update(prebuild_stopped=_short_traceback(exc, self.cand_file))
-        finally:
-            cpp_extension.load_inline = saved
-        self.update(prebuild=builds)
+        self.update(prebuild=[{"name": b.name, "failed_outside_own_code": b.failed} if b.failed else
+                              {"name": b.name, "cache_hit": b.cache_hit, "seconds": round(b.seconds, 3),
+                               "steps": b.steps} for b in inline.BUILDS[before:]])
         self.end_stage()
 
     def construct_for_builds(self, module) -> None:
@@ -691,7 +650,7 @@ class Worker:
         import signal
 
         from kernelskill.problem import call_entry, instantiate_problem
-        from kernelskill.review.cuda_check import CudaCompileError
+        from kernelskill.review.cuda import CudaCompileError
 
         model_new = getattr(module, "ModelNew", None)
         if not isinstance(model_new, type):
@@ -705,7 +664,7 @@ class Worker:
             raise TimeoutError(f"constructing and calling ModelNew on meta tensors took over {limit} s")
 
         previous = signal.signal(signal.SIGALRM, out_of_time)
-        signal.alarm(limit)  # paused while an extension builds (building_load_inline)
+        signal.alarm(limit)  # paused while an extension builds (the load_inline stand-in in "build" mode)
         try:
             with self.torch.device("meta"), self.torch.no_grad():
                 init_inputs = call_entry(problem, loaded.get_init_inputs, "get_init_inputs")

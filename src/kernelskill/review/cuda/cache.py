@@ -14,7 +14,8 @@ An entry is never removed while its lock is held or when it was used within `IN_
 an object or the precompiled header goes on to use its path. Lock files stay: removing one while a process waits on
 it would let two builders hold "the" lock at once.
 
-Nothing here imports torch or pydantic: the review worker uses `flock`, `file_sha` and `touch`.
+Nothing here imports torch or pydantic: `kernelskill cache` (review/cache_cli.py) reads and prunes the cache
+without either.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -105,6 +107,44 @@ def touch(path: Path) -> None:
         os.utime(path)
 
 
+# ------------------------------------------------------------------------------------------------------ object store
+def objects_dir() -> Path:
+    return build_dir() / "obj"
+
+
+def load_object(key: str) -> tuple[Path, dict] | None:
+    """A cached object and its record (log, notes, whether the precompiled header was used), when both are there and
+    the object matches its record. Finding one marks it as used."""
+    path, meta = objects_dir() / f"{key}.o", objects_dir() / f"{key}.json"
+    try:
+        info = json.loads(meta.read_text())
+        if info["sha256"] != file_sha(path):
+            return None
+    except (OSError, ValueError, KeyError):
+        return None
+    touch(meta)  # used now: pruning removes the least recently used first
+    return path, info
+
+
+def store_object(key: str, built: Path, info: dict) -> Path:
+    """Copy a compiled object into the store; its record is written last (an object without one is not trusted)."""
+    directory = objects_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / f"{key}.o"
+    tmp = directory / f".{key}.{os.getpid()}.tmp"
+    shutil.copyfile(built, tmp)
+    os.replace(tmp, target)
+    meta_tmp = directory / f".{key}.{os.getpid()}.json.tmp"
+    meta_tmp.write_text(json.dumps({"sha256": file_sha(target), **info}))
+    os.replace(meta_tmp, directory / f"{key}.json")
+    return target
+
+
+def extension_dir(key: str) -> Path:
+    """Where the finished extension of build key `key` lives."""
+    return build_dir() / key[:32]
+
+
 # ------------------------------------------------------------------------------------------------------------ entries
 @dataclass
 class Entry:
@@ -159,7 +199,7 @@ def entries() -> list[Entry]:
             elif path.is_dir() and _EXTENSION_DIR.match(path.name):
                 found.append(Entry("extension", path.name, [path], _size(path), _mtime(path / "build.json"),
                                    extension_lock(path.name)))
-    objects = build / "obj"
+    objects = objects_dir()
     if objects.is_dir():
         for path in sorted(objects.iterdir()):
             if path.name.startswith("."):  # a copy in progress, or left behind by a killed build

@@ -1,0 +1,165 @@
+"""One translation unit to an object file, without the cache: g++ against the precompiled header for the C++ unit,
+nvcc for the CUDA unit with its host front end (cudafe++) and device front end (cicc) side by side rather than one
+after the other (nvcc's own `--dryrun` commands, with the module id written beforehand so neither waits for the
+other). When nvcc's dry run has a shape this does not know, nvcc runs as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelskill.review.cuda import pch
+from kernelskill.review.cuda.plan import Unit
+from kernelskill.review.cuda.toolchain import CANCELLED, Runner, command_line
+
+_DIAGNOSTIC = re.compile(r"\(\d+\): (error|catastrophic)|:\d+:(\d+:)? (fatal )?error|: error:|error: ")
+
+
+@dataclass
+class CompiledObject:
+    path: Path
+    log: str
+    seconds: float
+    cached: bool
+    pch_used: bool | None = None
+    pch_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+class UnitFailed(Exception):
+    """A unit did not compile (or was cancelled because another did not); `output` is the compiler's."""
+
+    def __init__(self, unit: Unit, output: str, log: str) -> None:
+        super().__init__(unit.filename)
+        self.unit, self.output, self.log = unit, output, log
+
+
+def diagnostics(output: str) -> str:
+    """The compiler's own output, without the command lines and timings this package adds."""
+    return "\n".join(line for line in output.splitlines() if not line.startswith(("#$ ", "$ ", "[nvcc phases")))
+
+
+# ------------------------------------------------------------------------------------------ nvcc, phases in parallel
+def _expand(token: str, env: dict) -> str:
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), ""), token)
+
+
+def nvcc_phases(argv: list[str], cwd: Path, module_id: str, runner: Runner) -> tuple[int, str] | None:
+    """Run nvcc's steps with the host front end beside the device one. None when the dry run has a shape this does
+    not know (then the caller runs nvcc itself)."""
+    keep = "nvcc-keep"
+    (cwd / keep).mkdir(exist_ok=True)
+    dry = subprocess.run([*argv, "--dryrun", "-keep", "-keep-dir", keep], cwd=cwd, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, errors="replace")
+    if dry.returncode != 0:
+        return None
+    env, commands = dict(os.environ), []
+    for line in dry.stdout.splitlines():
+        if not line.startswith("#$ "):
+            continue
+        body = line[3:].strip()
+        assignment = re.match(r"([A-Za-z_]\w*)=(.*)$", body)
+        try:
+            if assignment:
+                env[assignment.group(1)] = " ".join(shlex.split(assignment.group(2)))
+            elif body:
+                commands.append((body, shlex.split(body)))
+        except ValueError:
+            return None
+    host, device, final = [], [], []
+    for i, (body, tokens) in enumerate(commands):
+        tool = os.path.basename(_expand(tokens[0], env))
+        if tool == "cudafe++":
+            host.append(body)
+        elif tool in ("cicc", "ptxas", "fatbinary"):
+            device.append(body)
+        elif "-E" in tokens:
+            (device if any(t.startswith("-D__CUDA_ARCH__=") for t in tokens) else host).append(body)
+        elif "-c" in tokens and i == len(commands) - 1:
+            final.append(body)
+        else:
+            return None  # nvlink, rm, or anything new: not a shape this knows
+    cudafe = [c for c in host if "cudafe++" in c]
+    ids = re.findall(r'--module_id_file_name\s+"?([^"\s]+)"?', dry.stdout)
+    if (len(final) != 1 or len(cudafe) != 1 or len(host) != 2 or not device or len(set(ids)) != 1
+            or cudafe[0].count(" --gen_module_id_file") != 1 or dry.stdout.count("--gen_module_id_file") != 1):
+        return None
+    # cudafe++ writes the module id that cicc reads: write it first, and both front ends can start at once.
+    (cwd / ids[0]).write_text(module_id)
+    host = [c.replace(" --gen_module_id_file", "") if c is cudafe[0] else c for c in host]
+    phases = Runner(runner)
+
+    def chain(steps: list[str]) -> tuple[int, str, float]:
+        outs, total = [], 0.0
+        for step in steps:
+            code, out, seconds = phases.run(["/bin/sh", "-c", step], cwd, env)
+            outs.append(f"#$ {step}\n{out}" if out.strip() else f"#$ {step}")
+            total += seconds
+            if code != 0:
+                phases.cancel()  # the other front end would only repeat the same errors
+                return code, "\n".join(outs), total
+        return 0, "\n".join(outs), total
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        host_run, device_run = pool.submit(chain, host), pool.submit(chain, device)
+        (host_code, host_out, host_s), (dev_code, dev_out, dev_s) = host_run.result(), device_run.result()
+    timing = f"[nvcc phases side by side: host front end {host_s:.1f} s, device {dev_s:.1f} s"
+    for code, out in ((host_code, host_out), (dev_code, dev_out)):
+        if code != 0 and code != -9:
+            return (code, f"{out}\n{timing}]") if _DIAGNOSTIC.search(out) else None
+    if host_code or dev_code:
+        return None
+    code, out, final_s = phases.run(["/bin/sh", "-c", final[0]], cwd, env)
+    log = f"{host_out}\n{dev_out}\n#$ {final[0]}\n{out}\n{timing}, host compile {final_s:.1f} s]"
+    if code != 0 and not _DIAGNOSTIC.search(out):
+        return None
+    shutil.rmtree(cwd / keep, ignore_errors=True)  # preprocessed files: tens of MB with torch headers
+    return code, log
+
+
+# -------------------------------------------------------------------------------------------------------------- unit
+def compile_unit(unit: Unit, directory: Path, *, runner: Runner | None = None, pch_flags: list[str] | None = None,
+                 parallel_nvcc: bool = True) -> CompiledObject:
+    """Compile one unit in `directory` (no cache). A C++ unit uses the precompiled header for `pch_flags` when it
+    is ready, builds it first when nobody else is building it, and compiles without it otherwise."""
+    runner = runner or Runner()
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / unit.filename).write_text(unit.text)
+    out_name = "main.o" if unit.kind == "cpp" else "cuda.o"
+    notes: list[str] = []
+    pch_seconds, pch_log, extra = 0.0, "", []
+    if unit.kind == "cpp" and pch_flags is not None:
+        extra, pch_seconds, pch_log = pch.header_flags(pch_flags, runner, notes)
+        if pch_log and runner.cancelled():  # another unit failed while this one built the header
+            raise UnitFailed(unit, CANCELLED, pch_log)
+    if unit.kind == "cuda" and parallel_nvcc and os.path.basename(unit.argv[0]) == "nvcc":  # not through ccache
+        argv = [*unit.argv, "-c", unit.filename, "-o", out_name]
+        start = time.perf_counter()
+        module_id = f"_{unit.key[:8]}_7_cuda_cu_{unit.key[8:16]}"
+        phased = nvcc_phases(argv, directory, module_id, runner)
+        if phased is None:
+            notes.append("nvcc's steps could not be run side by side: ran nvcc as is")
+            code, out, seconds = runner.run(argv, directory)
+        else:
+            (code, out), seconds = phased, time.perf_counter() - start
+    else:
+        argv = [*unit.argv, *extra, "-c", unit.filename, "-o", out_name]
+        code, out, seconds = runner.run(argv, directory)
+    pch_used = None
+    if unit.kind == "cpp" and extra:
+        out, pch_used = pch.clean_header_tree(out)
+        if not pch_used:
+            reason = next((line for line in out.splitlines() if "Winvalid-pch" in line), "no reason given")
+            notes.append(f"the precompiled header was not used ({reason.strip()})")
+    log = (f"{pch_log}\n" if pch_log else "") + f"{command_line(argv)}\n{out}"
+    if code != 0:
+        raise UnitFailed(unit, out, log)
+    return CompiledObject(directory / out_name, log, seconds, False, pch_used, pch_seconds, notes)

@@ -161,6 +161,30 @@ def test_cpu_timer_rotates_contents_under_fixed_buffers():
     assert [(k, float(out[0])) for k, out in kept["f"]] == [(k, 2.0 * k) for k, _ in kept["f"]]
 
 
+def test_a_callable_of_seconds_per_call_gets_fewer_timed_calls_not_the_whole_time_stage():
+    # A published kernel retried its failing build on every forward (5 s a call on the H200): 25 warm-up and 100
+    # timed calls held the only GPU of a bench for the 600 s time stage. The timed loop keeps to a time budget;
+    # both callables get the same (smaller) number of samples.
+    import time as clock
+
+    import torch
+
+    from kernelskill.review.timing import MIN_ITERS, Timer
+
+    def slow(x):
+        clock.sleep(0.02)
+        return x + 1
+
+    sets = [[torch.full((4,), float(i))] for i in range(3)]
+    start = clock.monotonic()
+    samples, _, kept = Timer(torch.device("cpu")).run({"ref": lambda x: x + 1, "slow": slow}, sets, warmup=25,
+                                                       iters=100, keep_last=3, budget_s=0.4)
+    assert clock.monotonic() - start < 1.5  # without the budget: 125 slow calls, 2.5 s
+    assert len(samples["slow"]) == len(samples["ref"]) == MIN_ITERS and len(kept["slow"]) == 3
+    samples, _, _ = Timer(torch.device("cpu")).run({"ref": lambda x: x + 1}, sets, warmup=2, iters=50, budget_s=5)
+    assert len(samples["ref"]) == 50  # fast callables keep every timed call
+
+
 def test_compiler_errors_lead_with_the_error_not_the_command_line():
     from kernelskill.review.logs import compiler_errors
 

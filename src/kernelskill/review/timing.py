@@ -17,6 +17,11 @@ from typing import Callable
 import torch
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # well above the H200's 50 MB (and any current GPU's) L2
+# The timed loop of all callables together aims at this many seconds: a candidate whose every call takes seconds (one
+# that retries a failing build on each forward took 5 s a call) gets fewer timed calls, never fewer than MIN_ITERS,
+# instead of holding the GPU for the whole time stage. Warm-up stops after a quarter of it.
+TIMING_BUDGET_S = 30.0
+MIN_ITERS = 10
 
 
 def clone_args(args: list) -> list:
@@ -74,19 +79,35 @@ class Timer:
         iters: int,
         block: int = 10,
         keep_last: int = 0,
+        budget_s: float | None = TIMING_BUDGET_S,
     ) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[tuple[int, object]]]]:
         """Time every callable in `fns` on the rotating `input_sets`.
 
         Returns, per callable, the samples (ms) by the stream's events, the samples until the device was idle, and
-        the outputs of its last `keep_last` timed calls as (input set index, output) so they can be checked.
+        the outputs of its last `keep_last` timed calls as (input set index, output) so they can be checked. Every
+        callable gets the same number of samples: `iters`, or fewer (at least MIN_ITERS) when the warm-up says the
+        timed loop would take more than `budget_s` (None: no limit).
         """
         with torch.no_grad():
             slots = [clone_args(input_sets[0]) for _ in range(2)]  # 2 buffers, len(input_sets) >= 3 contents
+            per_call: dict[str, float] = {}  # wall seconds of one warm-up call (copy, flush and sync included)
             for name, fn in fns.items():
+                spent, calls = 0.0, 0
                 for i in range(warmup):
+                    t0 = time.perf_counter()
                     self._one(fn, input_sets[i % len(input_sets)], slots[i % 2])
+                    spent += time.perf_counter() - t0
+                    calls += 1
                     if self.after_call is not None:
                         self.after_call(name)
+                    if budget_s is not None and spent > budget_s / 4 / len(fns):
+                        break
+                per_call[name] = spent / max(calls, 1)
+            if budget_s is not None and warmup > 0:
+                cost = sum(per_call.values())
+                if cost * iters > budget_s:
+                    iters = max(min(MIN_ITERS, iters), int(budget_s / cost))
+                    keep_last = min(keep_last, iters)
             samples: dict[str, list[float]] = {name: [] for name in fns}
             synced: dict[str, list[float]] = {name: [] for name in fns}
             kept: dict[str, list[tuple[int, object]]] = {name: [] for name in fns}

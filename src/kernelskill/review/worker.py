@@ -517,7 +517,7 @@ class Worker:
         self.stage("time")
         from kernelskill.review.compare import compare_outputs
         from kernelskill.review.results import TimingStats
-        from kernelskill.review.timing import Timer, hidden_work
+        from kernelskill.review.timing import TIMING_BUDGET_S, Timer, hidden_work
 
         torch = self.torch
         seeds = self.req["seeds"]
@@ -572,10 +572,16 @@ class Worker:
                                   "must be computed on every call, not cached across calls")
         stats = {name: TimingStats.from_samples(v) for name, v in samples.items()}
         ref, cand = stats["reference"], stats["candidate"]
+        timed = len(samples["candidate"])
+        cut = (f" (cut from {iters}: the calls are too slow for {iters} within the timed loop's "
+               f"{TIMING_BUDGET_S:.0f} s)" if timed < iters else "")
+        if cut:
+            self.flags.add("timing_calls_cut")
         timing = {
             "clock": "cuda_events" if device == "cuda" else "cpu_perf_counter",
             "method": (
-                f"{warmup} warm-up + {iters} timed calls each, interleaved in blocks of 10; before each call one of "
+                f"up to {warmup} warm-up + {timed} timed calls each{cut}, interleaved in blocks of 10; before each "
+                f"call one of "
                 f"{len(sets)} input sets is copied into one of 2 fixed input buffers and "
                 + (("the L2 cache is flushed (256 MB zeroed); CUDA events on the current stream"
                     + ("; the candidate left work running past its stop event, so all callables are timed until the "
@@ -584,7 +590,7 @@ class Worker:
                    if device == "cuda" else "a 32 MB buffer is zeroed; CPU wall clock (not a GPU timing)")
             ),
             "warmup": warmup,
-            "iters": iters,
+            "iters": timed,
             "reference": ref.model_dump(),
             "candidate": cand.model_dump(),
             "speedup": ref.mean_ms / cand.mean_ms,

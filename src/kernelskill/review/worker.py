@@ -566,7 +566,11 @@ class Worker:
         self.check_integrity()
         for k, out in kept["candidate"]:
             cmp = compare_outputs(expected[k], out, self.settings["atol"], self.settings["rtol"], -1)
-            if not cmp.ok:
+            if not cmp.ok and _marginal(cmp):
+                # a few elements at the tolerance's edge (a reduction's order varying from call to call), not a
+                # result computed for other inputs, which misses in nearly every element
+                self.flags.add(f"timed_outputs_marginal: {cmp.mismatch.reason}")
+            elif not cmp.ok:
                 raise self.reject("runtime:timed-outputs",
                                   f"outputs of timed calls differ from the reference ({cmp.mismatch.reason}); results "
                                   "must be computed on every call, not cached across calls")
@@ -758,6 +762,15 @@ def _problem_of(request: dict):
 
     path = Path(request["problem_path"])
     return Problem(path=path, source=request["problem_source"], name=path.stem)
+
+
+MARGINAL_FRACTION = 1e-3  # at most this share of a timed output's elements outside the tolerance: not a stale result
+
+
+def _marginal(cmp) -> bool:
+    m = cmp.mismatch
+    return (m is not None and m.mismatched <= MARGINAL_FRACTION * m.total
+            and cmp.max_abs_error != float("inf") and cmp.max_abs_error == cmp.max_abs_error)
 
 
 def _map_tensors(out, fn):

@@ -116,3 +116,28 @@ def test_a_timed_output_a_few_elements_off_is_flagged_not_rejected_as_a_cache(tm
                         reverify_above=1e9)
     assert result.correct, result.error
     assert any(f.startswith("timed_outputs_marginal: output 0: 1 of 4096 elements") for f in result.flags), result.flags
+
+
+def test_torch_compiles_own_worker_threads_are_not_the_candidates_but_a_spoofed_module_name_is():
+    # A candidate calling torch.compile leaves Inductor's compile-worker threads behind (CUDA-L1's L2/34, correct by
+    # KernelBench's harness, was rejected by runtime:threads). They are recognised by the file their code is in; a
+    # candidate's own function that claims to be Inductor's by __module__ is still the candidate's.
+    import threading
+
+    from torch._inductor.compile_worker import subproc_pool
+
+    from kernelskill.review.worker import _compile_worker_thread
+
+    def own():
+        pass
+
+    own.__module__ = "torch._inductor.compile_worker.subproc_pool"
+
+    class OwnThread(threading.Thread):
+        def run(self):
+            pass
+
+    OwnThread.__module__ = "tqdm._monitor"
+    assert _compile_worker_thread(threading.Thread(target=subproc_pool.SubprocPool._read_thread))
+    assert not _compile_worker_thread(threading.Thread(target=own))
+    assert not _compile_worker_thread(OwnThread())

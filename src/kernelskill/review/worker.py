@@ -162,7 +162,11 @@ class Worker:
         """Threads started by candidate code must not outlive the call that started them."""
         if not self.guards["no_threads"]:
             return
-        new = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+        new = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        library = [t.name for t in new if _compile_worker_thread(t)]
+        if library:  # torch.compile's and tqdm's own workers, started once per process: not the candidate's work
+            self.flags.add(f"library_threads: {sorted(library)}")
+        new = [t.name for t in new if not _compile_worker_thread(t)]
         if new:
             raise self.reject("runtime:threads", f"the candidate left {len(new)} thread(s) running: {new}")
 
@@ -762,6 +766,28 @@ def _problem_of(request: dict):
 
     path = Path(request["problem_path"])
     return Problem(path=path, source=request["problem_source"], name=path.stem)
+
+
+# Threads whose code lives in these packages are compiler infrastructure (torch.compile's compile workers and their
+# progress bar's monitor), started by a candidate that calls torch.compile; they compute nothing of its output.
+LIBRARY_THREAD_PACKAGES = ("torch._inductor", "torch._dynamo", "tqdm")  # CUDA-L1 L2/34: torch.compile
+
+
+def _compile_worker_thread(thread) -> bool:
+    """Whether a thread runs code from a file of LIBRARY_THREAD_PACKAGES (the code's file, not a `__module__` a
+    candidate could set)."""
+    import importlib.util
+
+    fn = thread._target if type(thread) is threading.Thread else type(thread).run
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:
+        return False
+    for name in LIBRARY_THREAD_PACKAGES:
+        spec = importlib.util.find_spec(name) if name.split(".")[0] in sys.modules else None
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        if any(code.co_filename.startswith(os.path.join(folder, "")) for folder in folders):
+            return True
+    return False
 
 
 MARGINAL_FRACTION = 1e-3  # at most this share of a timed output's elements outside the tolerance: not a stale result

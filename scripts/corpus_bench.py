@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def bench(args, extra: list[str]) -> tuple[int, float]:
     run = Path(args.run)
-    cmd = [sys.executable, "-m", "kernelskill.cli", "bench", "--problems", str(Path(args.corpus) / "problems"),
+    problems = args.problems or str(Path(args.corpus) / "problems")
+    cmd = [sys.executable, "-m", "kernelskill.cli", "bench", "--problems", problems,
            "--model", f"corpus:{args.corpus}", "--backend", "cuda", "--seeds", "1", "--rounds", "0",
            "--rules", "kernelbench", "--profile", "off", "--parallel", str(args.parallel), "--out", str(run), *extra]
     if (run / "run.db").exists():
@@ -89,6 +90,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--corpus", required=True)
     p.add_argument("--run", required=True)
+    p.add_argument("--problems", default=None, help="the problems to bench (default: the corpus's own references); "
+                   "a KernelBench checkout of another revision gets each task's kernel by name")
     p.add_argument("--from", dest="from_tar", default=None, help="a packed run folder to continue")
     p.add_argument("--tar", required=True)
     p.add_argument("--budget", type=float, default=480)

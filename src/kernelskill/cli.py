@@ -259,9 +259,8 @@ def bench(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every round of every task."),
 ) -> None:
     """Run the loop over many KernelBench tasks concurrently; results.json holds the paper's metrics."""
-    from kernelskill.bench.discover import parse_indices, parse_levels
+    from kernelskill.bench.discover import parse_gpus, parse_indices, parse_levels
     from kernelskill.bench.display import BenchDisplay
-    from kernelskill.bench.gpus import parse_gpus
     from kernelskill.bench.runner import BenchRequest, refuse_replay, run_bench
     from kernelskill.llm.accounting import Budget
     from kernelskill.llm.base import LLMError

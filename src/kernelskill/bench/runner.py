@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from kernelskill import __version__
 from kernelskill.bench.discover import BenchTask, discover
@@ -30,18 +30,16 @@ from kernelskill.llm.base import LLMAuthError, LLMClient
 from kernelskill.loop.context import Event, task_context
 from kernelskill.loop.evaluator import Evaluator, check_backend, pooled_evaluator, wants_profiles
 from kernelskill.loop.runner import TaskRunner
-from kernelskill.loop.settings import LoopSettings
+from kernelskill.loop.settings import Ablation, LoopSettings
 from kernelskill.loop.state import LoopState
 from kernelskill.problem import check_problem, read_problem
 from kernelskill.redact import redact_url
 from kernelskill.report.results import BenchResults, TaskResult, build_results, write_results
-from kernelskill.settings import Backend, ReviewSettings
+from kernelskill.settings import Backend, Baseline, ReviewSettings
 from kernelskill.store import RunStore, safe_name
 from kernelskill.store.lock import hold_run_folder
 from kernelskill.store.outcome import summarize
 from kernelskill.store.resume import refuse_changes
-
-Ablation = Literal["none", "no-ltm", "no-stm", "no-memory"]
 
 
 class BenchRequest(BaseModel):
@@ -54,12 +52,12 @@ class BenchRequest(BaseModel):
     base_url: str | None = None
     backend: Backend = "triton"
     gpus: list[str] | None = None  # None: every visible GPU (or the CPU)
-    parallel: int | None = None  # tasks in flight; None: 2 per GPU, so LLM waits overlap evaluations
+    parallel: int | None = Field(None, ge=1)  # tasks in flight; None: 2 per slot, so LLM waits overlap evaluations
     loop: LoopSettings = LoopSettings()
     review: ReviewSettings = ReviewSettings()
     budget: Budget = Budget()
     ablation: Ablation = "none"
-    baseline: Literal["compile"] | None = None
+    baseline: Baseline | None = None
     out: Path | None = None
     resume: bool = False
     ray: str | None = None  # a Ray cluster ("auto", "host:port", "ray://..."): evaluations are placed there
@@ -86,13 +84,6 @@ def refuse_replay(model: str) -> None:
         )
 
 
-def apply_ablation(loop: LoopSettings, ablation: Ablation) -> LoopSettings:
-    return loop.model_copy(update={
-        "long_term_memory": ablation not in ("no-ltm", "no-memory"),
-        "short_term_memory": ablation not in ("no-stm", "no-memory"),
-    })
-
-
 def run_bench(
     request: BenchRequest,
     *,
@@ -110,7 +101,7 @@ def run_bench(
     evaluator = evaluator or _evaluator(request)
     try:
         check_backend(evaluator.device, request.backend)
-        loop = apply_ablation(request.loop, request.ablation)
+        loop = request.loop.ablated(request.ablation)
         review_settings = request.review.model_copy(update={"device": evaluator.device, "backend": request.backend})
         run_dir = request.out or Path("runs") / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
         stop = stop or threading.Event()
@@ -306,16 +297,15 @@ class _Bench:
         return result.compile_ms, result.compile_ms / result.candidate_ms, []
 
     def _pending(self, t: BenchTask) -> TaskResult:
-        return TaskResult(name=t.name, level=t.level, index=t.index, problem=str(t.path), status="pending",
-                          success=False, best_speedup=None, task_id=self._task_id(t))
+        return self._without_kernel(t, "pending")
 
     def _failed(self, t: BenchTask, reason: str) -> TaskResult:
-        return TaskResult(name=t.name, level=t.level, index=t.index, problem=str(t.path), status="failed",
-                          reason=reason, success=False, best_speedup=None, task_id=self._task_id(t))
+        return self._without_kernel(t, "failed", reason)
 
-    def _task_id(self, t: BenchTask) -> int | None:
+    def _without_kernel(self, t: BenchTask, status: str, reason: str | None = None) -> TaskResult:
         row = self.store.find_task(self.run_id, t.name)
-        return row.id if row else None
+        return TaskResult(name=t.name, level=t.level, index=t.index, problem=str(t.path), status=status,
+                          reason=reason, success=False, best_speedup=None, task_id=row.id if row else None)
 
 
 def _round_text(e: Event) -> str:

@@ -95,7 +95,8 @@ class Evaluator(Protocol):
     def placement(self) -> dict:
         """Where evaluations go, for the run's config in the store."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Let go of what the evaluator holds (a Ray connection it opened)."""
 
 
 class EvaluationLost(RuntimeError):
@@ -235,12 +236,6 @@ class _ThisMachine:
     def close(self) -> None:
         pass
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 class LocalEvaluator(_ThisMachine):
     """This machine's device, one evaluation at a time; the worker sees the device as this process does."""
@@ -373,12 +368,6 @@ class RayEvaluator:
     def close(self) -> None:
         if self._owned and self.ray.is_initialized():
             self.ray.shutdown()
-
-    def __enter__(self) -> RayEvaluator:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _placement(out: dict) -> dict:

@@ -1,5 +1,5 @@
-"""The run store's connection and row plumbing: opening run.db (WAL, foreign keys, a busy timeout, an intact and
-up-to-date schema), rows as their models, and the small encoders every table uses."""
+"""The run store's connection and row plumbing: the run folder, opening run.db (WAL, foreign keys, a busy timeout,
+an intact and up-to-date schema), rows as their models, and the small encoders every table uses."""
 
 from __future__ import annotations
 
@@ -20,6 +20,15 @@ from kernelskill.store import schema
 BUSY_TIMEOUT_S = 10.0  # how long a writer waits for another process's transaction before giving up
 
 RowT = TypeVar("RowT", bound=BaseModel)
+
+
+def make_run_folder(run_dir: Path) -> Path:
+    """The run folder, made when missing; one that cannot be made is the user's to fix (another --out)."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise KernelSkillError(f"cannot create the run folder {run_dir}: {exc.strerror or exc}") from None
+    return run_dir
 
 
 def connect(db_path: Path, *, create: bool) -> sqlite3.Connection:

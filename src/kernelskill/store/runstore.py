@@ -70,11 +70,7 @@ class RunStore:
             raise KernelSkillError(
                 f"{run_dir} already holds a run ({db_path}): pass --resume to continue it, or choose another --out"
             )
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise KernelSkillError(f"cannot create the run folder {run_dir}: {exc.strerror or exc}") from None
-        return cls(run_dir, db.connect(db_path, create=True))
+        return cls(db.make_run_folder(run_dir), db.connect(db_path, create=True))
 
     @classmethod
     def open(cls, run_dir: Path) -> RunStore:

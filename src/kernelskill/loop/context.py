@@ -35,6 +35,8 @@ class Event:
 
 @dataclass
 class TaskContext:
+    """What a task runs against: its store rows and problem file, its agents, its settings and its evaluator."""
+
     store: RunStore
     run_id: int
     task_id: int

@@ -1,16 +1,34 @@
-"""The `kernelskill` command line."""
+"""The `kernelskill` command line.
+
+Every option that sets a setting defaults to "not given" (None): the settings objects (settings.py,
+loop/settings.py, llm/accounting.py Budget) hold the one default and the one range of each, and their Literals are
+the choices an option accepts (`choices`). Help texts name the defaults by reading them from there.
+"""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from kernelskill.errors import KernelSkillError
+from kernelskill.loop.settings import Ablation, LoopSettings, Profile
+from kernelskill.settings import (
+    ITERS,
+    WARMUP,
+    Backend,
+    Baseline,
+    Device,
+    ReviewSettings,
+    Rules,
+    StageTimeouts,
+    choices,
+    default,
+)
 
 app = typer.Typer(
     name="kernelskill",
@@ -22,10 +40,65 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 BUDGET_OPTIONS = {"max_tokens": "--max-tokens-per-task", "max_cost": "--max-cost-per-task"}
+TIMEOUT_OPTIONS = {stage: f"--{stage}-timeout" for stage in ("compile", "verify", "time")}
+
+BackendChoice = choices("Backend", Backend)
+DeviceChoice = choices("Device", Device)
+RulesChoice = choices("Rules", Rules)
+BaselineChoice = choices("Baseline", Baseline)
+ProfileChoice = choices("Profile", Profile)
+AblationChoice = choices("Ablation", Ablation)
 
 RULES_HELP = ("strict (default): also reject try/except fallbacks, global backend switches (cudnn.benchmark, TF32), "
               "no kernel of its own and re-running the reference's operators; kernelbench: the verdict "
               "KernelBench's harness would give, those kept as flags. Real cheats fail under both.")
+TIMING_HELP = f"(default {WARMUP['cuda']} on CUDA, {WARMUP['cpu']} on CPU)"
+ITERS_HELP = f"(default {ITERS['cuda']} on CUDA, {ITERS['cpu']} on CPU)"
+
+
+def _review_default(field: str):
+    return default(ReviewSettings, field)
+
+
+def _loop_default(field: str):
+    return default(LoopSettings, field)
+
+
+def _settings(loop: dict, review: dict, max_tokens: int | None, max_cost: float | None) -> dict:
+    """The loop, review and budget settings of `optimize` and `bench`, each built from the options given."""
+    from kernelskill.llm.accounting import Budget
+    from kernelskill.settings import from_options
+
+    return {"loop": from_options(LoopSettings, {}, **loop), "review": from_options(ReviewSettings, {}, **review),
+            "budget": from_options(Budget, BUDGET_OPTIONS, max_tokens=max_tokens, max_cost=max_cost)}
+
+
+# options more than one command takes, declared once
+DeviceOpt = Annotated[Optional[DeviceChoice], typer.Option(
+    help="auto (default: cuda when a GPU is visible), cuda or cpu. On cpu, Triton kernels run in Triton's "
+    "interpreter.")]
+BackendOpt = Annotated[Optional[BackendChoice], typer.Option(help="The kernels' language (default triton).")]
+ModelOpt = Annotated[Optional[str], typer.Option(help="provider/name (openai/..., anthropic/...), or "
+                                                "replay:TRANSCRIPT (optimize only).")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option(help="An OpenAI-compatible server (vLLM, SGLang, Ollama ...); "
+                                                   "default: OPENAI_BASE_URL, else the provider's own.")]
+SeedsOpt = Annotated[Optional[int], typer.Option(metavar="N", help="Kernels generated independently before the "
+                                                 f"rounds (default {_loop_default('seeds')}).")]
+RoundsOpt = Annotated[Optional[int], typer.Option(metavar="N", help="Repair or optimization rounds after the seeds "
+                                                  f"(default {_loop_default('rounds')}).")]
+ProfileOpt = Annotated[Optional[ProfileChoice], typer.Option(help="Profile each base with ncu: auto (default: on a "
+                                                             "GPU when ncu is found), on, off.")]
+MaxTokensOpt = Annotated[Optional[int], typer.Option(metavar="N", help="Stop the task once this many tokens are "
+                                                     "spent (its best kernel is kept).")]
+MaxCostOpt = Annotated[Optional[float], typer.Option(metavar="USD", help="Stop the task once this many US dollars "
+                                                     "are spent (priced models only).")]
+TrialsOpt = Annotated[Optional[int], typer.Option(metavar="N", help="Correctness trials per candidate, each on "
+                                                  f"fresh random inputs (default {_review_default('trials')}).")]
+ItersOpt = Annotated[Optional[int], typer.Option(metavar="N", help=f"Timed calls per candidate {ITERS_HELP}.")]
+WarmupOpt = Annotated[Optional[int], typer.Option(metavar="N", help=f"Warm-up calls before timing {TIMING_HELP}.")]
+AllowTorchOpsOpt = Annotated[bool, typer.Option("--allow-torch-ops", help="Accept kernels whose work is done by "
+                                                "PyTorch ops.")]
+RulesOpt = Annotated[Optional[RulesChoice], typer.Option(metavar="NAME", help=RULES_HELP)]
 
 
 @app.callback()
@@ -66,47 +139,43 @@ def _mount_cache() -> None:
 def review(
     problem: Path = typer.Argument(..., help="KernelBench problem file (defines Model, get_inputs, get_init_inputs)."),
     candidate: Path = typer.Argument(..., help="Candidate file (defines ModelNew with Model's signatures)."),
-    device: str = typer.Option("auto", help="cuda, cpu, or auto (cuda when a GPU is visible)."),
-    backend: Optional[str] = typer.Option(None, help="triton or cuda; detected from the candidate when omitted."),
-    trials: int = typer.Option(5, metavar="N", min=1, help="Correctness trials, each on fresh random inputs."),
-    atol: float = typer.Option(1e-2, help="Absolute tolerance."),
-    rtol: float = typer.Option(1e-2, help="Relative tolerance."),
-    warmup: Optional[int] = typer.Option(None, metavar="N", min=0, help="Warm-up calls before timing (default 25 on CUDA, 2 on CPU)."),
-    iters: Optional[int] = typer.Option(None, metavar="N", min=1, help="Timed calls (default 100 on CUDA, 10 on CPU)."),
+    device: DeviceOpt = None,
+    backend: Optional[BackendChoice] = typer.Option(None, help="Detected from the candidate when omitted."),
+    trials: TrialsOpt = None,
+    atol: Optional[float] = typer.Option(None, help=f"Absolute tolerance (default {_review_default('atol')})."),
+    rtol: Optional[float] = typer.Option(None, help=f"Relative tolerance (default {_review_default('rtol')})."),
+    warmup: WarmupOpt = None,
+    iters: ItersOpt = None,
     no_timing: bool = typer.Option(False, "--no-timing", help="Verify only."),
-    baseline: Optional[str] = typer.Option(None, help="'compile' also times torch.compile(Model)."),
-    allow_torch_ops: bool = typer.Option(False, "--allow-torch-ops", help="Accept candidates whose work is done by PyTorch ops."),
-    rules: str = typer.Option("strict", help=RULES_HELP),
-    compile_timeout: float = typer.Option(600, help="Seconds allowed for building the candidate."),
-    verify_timeout: float = typer.Option(300, help="Seconds allowed for all correctness trials."),
-    time_timeout: float = typer.Option(600, help="Seconds allowed for timing."),
+    baseline: Optional[BaselineChoice] = typer.Option(None, help="compile: also time torch.compile(Model)."),
+    allow_torch_ops: AllowTorchOpsOpt = False,
+    rules: RulesOpt = None,
+    compile_timeout: Optional[float] = typer.Option(None, metavar="S", help="Seconds allowed for building the "
+                                                    f"candidate (default {default(StageTimeouts, 'compile'):g})."),
+    verify_timeout: Optional[float] = typer.Option(None, metavar="S", help="Seconds allowed for all correctness "
+                                                   f"trials (default {default(StageTimeouts, 'verify'):g})."),
+    time_timeout: Optional[float] = typer.Option(None, metavar="S", help="Seconds allowed for timing (default "
+                                                 f"{default(StageTimeouts, 'time'):g})."),
     log_dir: Optional[Path] = typer.Option(None, help="Where to keep the worker's full log (default: a temp folder)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the summary."),
 ) -> None:
     """Compile, verify and time a candidate kernel against a problem, in a sandboxed worker process."""
     from kernelskill.candidate import read_candidate
-    from kernelskill.review.render import print_review, to_json
-    from kernelskill.review.reviewer import review as run_review
-    from kernelskill.settings import ReviewSettings, StageTimeouts, from_options
-
-    if backend not in (None, "triton", "cuda"):
-        raise KernelSkillError(f"--backend must be triton or cuda, not {backend!r}")
-    if device not in ("auto", "cuda", "cpu"):
-        raise KernelSkillError(f"--device must be cuda, cpu or auto, not {device!r}")
-    if baseline not in (None, "compile"):
-        raise KernelSkillError(f"--baseline takes only 'compile', not {baseline!r}")
-    timeouts = from_options(StageTimeouts, {s: f"--{s}-timeout" for s in ("compile", "verify", "time")},
-                            compile=compile_timeout, verify=verify_timeout, time=time_timeout)
-    settings = from_options(
-        ReviewSettings, {}, device=device, backend=backend, trials=trials, atol=atol, rtol=rtol, warmup=warmup,
-        iters=iters, timing=not no_timing, baseline=baseline, allow_torch_ops=allow_torch_ops, rules=rules,
-        timeouts=timeouts,
-    )
     from kernelskill.folders import writable_folder
     from kernelskill.problem import read_problem
+    from kernelskill.review.render import print_review, to_json
+    from kernelskill.review.reviewer import review as run_review
+    from kernelskill.settings import from_options
 
+    timeouts = from_options(StageTimeouts, TIMEOUT_OPTIONS, compile=compile_timeout, verify=verify_timeout,
+                            time=time_timeout)
+    settings = from_options(
+        ReviewSettings, {}, device=device, backend=backend, trials=trials, atol=atol, rtol=rtol, warmup=warmup,
+        iters=iters, timing=False if no_timing else None, baseline=baseline, allow_torch_ops=allow_torch_ops or None,
+        rules=rules, timeouts=timeouts,
+    )
     prob = read_problem(problem)
-    cand = read_candidate(candidate, backend)
+    cand = read_candidate(candidate, settings.backend)
     if log_dir is not None:  # found out before the review, not as an OSError after it
         log_dir = writable_folder(log_dir, "--log-dir")
     if not as_json:
@@ -134,63 +203,55 @@ def review(
 )
 def optimize(
     problem: Path = typer.Argument(..., help="KernelBench problem file (defines Model, get_inputs, get_init_inputs)."),
-    model: Optional[str] = typer.Option(None, help="provider/name (openai/..., anthropic/...), or replay:TRANSCRIPT."),
-    base_url: Optional[str] = typer.Option(None, help="An OpenAI-compatible server (vLLM, SGLang, Ollama ...); "
-                                           "default: OPENAI_BASE_URL, else the provider's own."),
-    backend: str = typer.Option("triton", help="triton or cuda."),
-    device: str = typer.Option("auto", help="cuda, cpu, or auto (cuda when a GPU is visible). On cpu, Triton kernels "
-                               "run in Triton's interpreter."),
-    seeds: int = typer.Option(3, metavar="N", min=1, max=32, help="Kernels generated independently before the rounds."),
-    rounds: int = typer.Option(15, metavar="N", min=0, help="Repair or optimization rounds after the seeds."),
-    rt: float = typer.Option(0.3, metavar="X", min=0, help="A correct kernel becomes the base when speedup/base > 1 + rt ..."),
-    at: float = typer.Option(0.3, metavar="X", min=0, help="... or speedup - base > at."),
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    backend: BackendOpt = None,
+    device: DeviceOpt = None,
+    seeds: SeedsOpt = None,
+    rounds: RoundsOpt = None,
+    rt: Optional[float] = typer.Option(None, metavar="X", help="A correct kernel becomes the base when speedup/base "
+                                       f"> 1 + rt (default {_loop_default('rt')}) ..."),
+    at: Optional[float] = typer.Option(None, metavar="X", help=f"... or speedup - base > at (default "
+                                       f"{_loop_default('at')})."),
     no_long_term_memory: bool = typer.Option(False, "--no-long-term-memory",
                                              help="Ablation: no decision policy, the Planner chooses freely."),
     no_short_term_memory: bool = typer.Option(False, "--no-short-term-memory",
                                               help="Ablation: no repair chain or optimization memory in prompts."),
-    max_repairs: int = typer.Option(3, metavar="N", min=1, help="Repairs of an optimization's failing kernel before going back "
-                                    "to the base."),
-    profile: str = typer.Option("auto", help="Profile each base with ncu: auto (on a GPU when ncu is found), on, off."),
-    max_tokens_per_task: Optional[int] = typer.Option(None, metavar="N", min=1, help="Stop the task once this many tokens are "
-                                                      "spent (its best kernel is kept)."),
-    max_cost_per_task: Optional[float] = typer.Option(None, metavar="USD", min=0.0001, help="Stop the task once this many US "
-                                                      "dollars are spent (priced models only)."),
-    trials: int = typer.Option(5, metavar="N", min=1, help="Correctness trials per candidate."),
-    iters: Optional[int] = typer.Option(None, metavar="N", min=1, help="Timed calls per candidate (default 100 CUDA, 10 CPU)."),
-    warmup: Optional[int] = typer.Option(None, metavar="N", min=0, help="Warm-up calls before timing (default 25 CUDA, 2 CPU)."),
-    allow_torch_ops: bool = typer.Option(False, "--allow-torch-ops", help="Accept kernels whose work is done by "
-                                         "PyTorch ops."),
-    rules: str = typer.Option("strict", help=RULES_HELP),
+    max_repairs: Optional[int] = typer.Option(None, metavar="N", help="Repairs of an optimization's failing kernel "
+                                              "before going back to the base (default "
+                                              f"{_loop_default('max_repairs')})."),
+    profile: ProfileOpt = None,
+    max_tokens_per_task: MaxTokensOpt = None,
+    max_cost_per_task: MaxCostOpt = None,
+    trials: TrialsOpt = None,
+    iters: ItersOpt = None,
+    warmup: WarmupOpt = None,
+    allow_torch_ops: AllowTorchOpsOpt = False,
+    rules: RulesOpt = None,
     out: Optional[Path] = typer.Option(None, help="Run folder (default runs/<problem>-<time>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the interrupted run in --out."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end instead of the summary."),
 ) -> None:
     """Optimize a problem with the agent team: seeds, then rounds of repair or optimization, every candidate
     compiled, verified and timed by the Reviewer. The best correct kernel ends in DIR/best.py."""
-    from kernelskill.llm.accounting import Budget
     from kernelskill.llm.registry import make_client, no_model_message
     from kernelskill.loop.display import LiveDisplay, print_summary
     from kernelskill.loop.optimize import OptimizeRequest
     from kernelskill.loop.optimize import optimize as run_optimize
-    from kernelskill.loop.settings import LoopSettings
-    from kernelskill.settings import ReviewSettings, from_options
+    from kernelskill.settings import from_options
 
-    if device not in ("auto", "cuda", "cpu"):
-        raise KernelSkillError(f"--device must be cuda, cpu or auto, not {device!r}")
-    if profile not in ("auto", "on", "off"):
-        raise KernelSkillError(f"--profile must be auto, on or off, not {profile!r}")
     if not model:
         from kernelskill.llm.base import LLMError
 
         raise LLMError(no_model_message())
-    request = OptimizeRequest(
-        problem=problem, model=model, base_url=base_url, backend=backend, out=out, resume=resume,
-        loop=from_options(LoopSettings, {}, seeds=seeds, rounds=rounds, rt=rt, at=at,
-                          long_term_memory=not no_long_term_memory, short_term_memory=not no_short_term_memory,
-                          max_repairs=max_repairs, profile=profile),
-        review=from_options(ReviewSettings, {}, device=device, trials=trials, iters=iters, warmup=warmup,
-                            allow_torch_ops=allow_torch_ops, rules=rules),
-        budget=from_options(Budget, BUDGET_OPTIONS, max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
+    request = from_options(
+        OptimizeRequest, {}, problem=problem, model=model, base_url=base_url, backend=backend, out=out, resume=resume,
+        **_settings(dict(seeds=seeds, rounds=rounds, rt=rt, at=at, max_repairs=max_repairs, profile=profile,
+                         long_term_memory=False if no_long_term_memory else None,
+                         short_term_memory=False if no_short_term_memory else None),
+                    dict(device=device, trials=trials, iters=iters, warmup=warmup, rules=rules,
+                         allow_torch_ops=allow_torch_ops or None),
+                    max_tokens_per_task, max_cost_per_task),
     )
     client = make_client(model, base_url)  # a missing key or a malformed model string fails before any work
     console = Console(stderr=as_json)
@@ -227,14 +288,14 @@ def bench(
                                   "KernelBench-format files (one level named after the folder)."),
     level: Optional[str] = typer.Option(None, help="Levels to run, e.g. 1,2 (default: all found)."),
     tasks: Optional[str] = typer.Option(None, help="Tasks by their file's numeric prefix, e.g. 1-20,33."),
-    model: Optional[str] = typer.Option(None, help="provider/name (openai/..., anthropic/...)."),
-    base_url: Optional[str] = typer.Option(None, help="An OpenAI-compatible server; default OPENAI_BASE_URL."),
-    backend: str = typer.Option("triton", help="triton or cuda."),
-    device: str = typer.Option("auto", help="cuda, cpu, or auto."),
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    backend: BackendOpt = None,
+    device: DeviceOpt = None,
     gpus: Optional[str] = typer.Option(None, help="GPU indices to use, e.g. 0,1 (default: every visible GPU); "
                                        "each GPU evaluates one candidate at a time."),
-    parallel: Optional[int] = typer.Option(None, metavar="N", min=1, help="Tasks in flight (default: 2 per GPU, so LLM waits "
-                                           "overlap evaluations; with --ray, 2 per GPU of the cluster)."),
+    parallel: Optional[int] = typer.Option(None, metavar="N", help="Tasks in flight (default: 2 per GPU, so LLM "
+                                           "waits overlap evaluations; with --ray, 2 per GPU of the cluster)."),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="ADDRESS",  # "\\[ray]": help text is Rich markup, which would eat a bare [ray]
         help="Place evaluations on a Ray cluster, one GPU each (the loop and LLM calls stay here): 'auto' for the "
@@ -242,57 +303,45 @@ def bench(
         "(the address `ray start --head` printed), or ray://HOST:10001 from elsewhere. Needs pip install "
         "'kernelskill\\[ray]' here, and the same kernelskill, torch and triton on every node. Default: this "
         "machine's GPUs."),
-    seeds: int = typer.Option(3, metavar="N", min=1, max=32, help="Seed kernels per task."),
-    rounds: int = typer.Option(15, metavar="N", min=0, help="Rounds per task."),
-    ablation: str = typer.Option("none", help="none, no-ltm, no-stm or no-memory."),
-    baseline: Optional[str] = typer.Option(None, help="'compile': also time torch.compile(Model) against each "
-                                           "task's best kernel."),
-    profile: str = typer.Option("auto", help="Profile bases with ncu: auto, on, off."),
-    max_tokens_per_task: Optional[int] = typer.Option(None, metavar="N", min=1, help="Token budget per task."),
-    max_cost_per_task: Optional[float] = typer.Option(None, metavar="USD", min=0.0001, help="US dollar budget per task."),
-    trials: int = typer.Option(5, metavar="N", min=1, help="Correctness trials per candidate."),
-    iters: Optional[int] = typer.Option(None, metavar="N", min=1, help="Timed calls per candidate."),
-    warmup: Optional[int] = typer.Option(None, metavar="N", min=0, help="Warm-up calls per candidate."),
-    rules: str = typer.Option("strict", help=RULES_HELP + " results.json reports success under both."),
+    seeds: SeedsOpt = None,
+    rounds: RoundsOpt = None,
+    ablation: Optional[AblationChoice] = typer.Option(None, metavar="NAME", help="none (default), no-ltm, no-stm "
+                                                      "or no-memory: the memories switched off."),
+    baseline: Optional[BaselineChoice] = typer.Option(None, help="compile: also time torch.compile(Model) against "
+                                                      "each task's best kernel."),
+    profile: ProfileOpt = None,
+    max_tokens_per_task: MaxTokensOpt = None,
+    max_cost_per_task: MaxCostOpt = None,
+    trials: TrialsOpt = None,
+    iters: ItersOpt = None,
+    warmup: WarmupOpt = None,
+    rules: Optional[RulesChoice] = typer.Option(None, metavar="NAME",
+                                                help=RULES_HELP + " results.json reports success under both."),
     out: Optional[Path] = typer.Option(None, help="Run folder (default runs/bench-<time>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out: finished tasks are skipped."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every round of every task."),
 ) -> None:
     """Run the loop over many KernelBench tasks concurrently; results.json holds the paper's metrics."""
-    from kernelskill.bench.discover import parse_indices, parse_levels
+    from kernelskill.bench.discover import parse_gpus, parse_indices, parse_levels
     from kernelskill.bench.display import BenchDisplay
-    from kernelskill.bench.gpus import parse_gpus
     from kernelskill.bench.runner import BenchRequest, refuse_replay, run_bench
-    from kernelskill.llm.accounting import Budget
     from kernelskill.llm.base import LLMError
     from kernelskill.llm.registry import make_client, no_model_message
-    from kernelskill.loop.settings import LoopSettings
-    from kernelskill.settings import ReviewSettings, from_options
+    from kernelskill.settings import from_options
 
-    if ablation not in ("none", "no-ltm", "no-stm", "no-memory"):
-        raise KernelSkillError(f"--ablation must be none, no-ltm, no-stm or no-memory, not {ablation!r}")
-    if baseline not in (None, "compile"):
-        raise KernelSkillError(f"--baseline takes only 'compile', not {baseline!r}")
-    if device not in ("auto", "cuda", "cpu"):
-        raise KernelSkillError(f"--device must be cuda, cpu or auto, not {device!r}")
-    if profile not in ("auto", "on", "off"):
-        raise KernelSkillError(f"--profile must be auto, on or off, not {profile!r}")
-    if backend not in ("triton", "cuda"):
-        raise KernelSkillError(f"--backend must be triton or cuda, not {backend!r}")
     if resume and out is None:
         raise KernelSkillError("--resume needs --out RUN_DIR: the run folder of the run to continue")
     if not model:
         message = no_model_message().replace("kernelskill optimize PROBLEM.py", "kernelskill bench --problems DIR")
         raise LLMError(message)
     refuse_replay(model)
-    request = BenchRequest(
-        problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model, base_url=base_url,
-        backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation, baseline=baseline, out=out,
-        resume=resume, ray=ray,
-        loop=from_options(LoopSettings, {}, seeds=seeds, rounds=rounds, profile=profile),
-        review=from_options(ReviewSettings, {}, device=device, trials=trials, iters=iters, warmup=warmup,
-                            rules=rules),
-        budget=from_options(Budget, BUDGET_OPTIONS, max_tokens=max_tokens_per_task, max_cost=max_cost_per_task),
+    request = from_options(
+        BenchRequest, {}, problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model,
+        base_url=base_url, backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation,
+        baseline=baseline, out=out, resume=resume, ray=ray,
+        **_settings(dict(seeds=seeds, rounds=rounds, profile=profile),
+                    dict(device=device, trials=trials, iters=iters, warmup=warmup, rules=rules),
+                    max_tokens_per_task, max_cost_per_task),
     )
     client = make_client(model, base_url)
     console = Console()

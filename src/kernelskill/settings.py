@@ -1,13 +1,16 @@
 """One settings object per concern, validated once (pydantic), with defaults in code.
 
 `ReviewSettings` holds everything that changes a verdict or a timing; it is recorded with every result so a number
-can always be traced back to how it was measured.
+can always be traced back to how it was measured. The defaults live here and nowhere else: a command-line option
+that is not given leaves its setting out (`given`), and `choices` turns a setting's Literal into the values its
+option accepts.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -16,6 +19,10 @@ from kernelskill.errors import KernelSkillError
 Device = Literal["auto", "cuda", "cpu"]
 Rules = Literal["strict", "kernelbench"]
 Backend = Literal["triton", "cuda"]
+Baseline = Literal["compile"]
+Order = Literal["random", "reference_first", "candidate_first"]
+WARMUP = {"cuda": 25, "cpu": 2}  # warm-up calls before timing, when not set (the interpreter is slow)
+ITERS = {"cuda": 100, "cpu": 10}  # timed calls, when not set
 
 
 class StageTimeouts(BaseModel):
@@ -56,10 +63,10 @@ class ReviewSettings(BaseModel):
     trials: int = Field(5, ge=1, le=1000)
     atol: float = Field(1e-2, ge=0)
     rtol: float = Field(1e-2, ge=0)
-    warmup: int | None = Field(None, ge=0, description="None: 25 on CUDA, 2 on CPU (the interpreter is slow)")
-    iters: int | None = Field(None, ge=1, description="None: 100 on CUDA, 10 on CPU")
+    warmup: int | None = Field(None, ge=0, description="None: WARMUP for the device")
+    iters: int | None = Field(None, ge=1, description="None: ITERS for the device")
     timing: bool = True
-    baseline: Literal["compile"] | None = None
+    baseline: Baseline | None = None
     allow_torch_ops: bool = False
     rules: Rules = Field(
         "strict",
@@ -67,7 +74,7 @@ class ReviewSettings(BaseModel):
         "fallbacks, global backend switches, no kernel of its own, re-running the reference's operators); "
         "kernelbench: the verdict KernelBench's harness would give, those violations kept as flags",
     )
-    order: Literal["random", "reference_first", "candidate_first"] = Field(
+    order: Order = Field(
         "random", description="which side runs first in each trial; random (a coin per trial) unless debugging"
     )
     input_sets: int = Field(3, ge=3, le=16, description="distinct input sets rotated through while timing")
@@ -80,24 +87,37 @@ class ReviewSettings(BaseModel):
     guards: Guards = Guards()
 
     def resolved_warmup(self, device: str) -> int:
-        if self.warmup is not None:
-            return self.warmup
-        return 25 if device == "cuda" else 2
+        return self.warmup if self.warmup is not None else WARMUP["cuda" if device == "cuda" else "cpu"]
 
     def resolved_iters(self, device: str) -> int:
-        if self.iters is not None:
-            return self.iters
-        return 100 if device == "cuda" else 10
+        return self.iters if self.iters is not None else ITERS["cuda" if device == "cuda" else "cpu"]
 
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def from_options(model: type[M], options: Mapping[str, str], **values) -> M:
-    """Build settings from command-line values; a value out of range (a negative tolerance, a NaN, a timeout of 0)
-    becomes a KernelSkillError naming the option (`options` maps field names to flags), not a pydantic traceback."""
+def choices(name: str, values: Any) -> type[enum.Enum]:
+    """The values of a Literal as a str Enum: a command-line option of this type accepts exactly those values."""
+    return enum.Enum(name, [(v, v) for v in get_args(values)], type=str)
+
+
+def given(**values: Any) -> dict[str, Any]:
+    """The command-line values that were given (not None), choices as their plain values: what the settings take,
+    so a setting left out keeps its one default."""
+    return {k: v.value if isinstance(v, enum.Enum) else v for k, v in values.items() if v is not None}
+
+
+def default(model: type[BaseModel], field: str) -> Any:
+    """A setting's default, for the help text of its option."""
+    return model.model_fields[field].default
+
+
+def from_options(model: type[M], options: Mapping[str, str], /, **values) -> M:
+    """Build settings from the given command-line values (see `given`); a value out of range (a negative tolerance,
+    a NaN, a timeout of 0) becomes a KernelSkillError naming the option (`options` maps field names to flags), not
+    a pydantic traceback."""
     try:
-        return model(**values)
+        return model(**given(**values))
     except ValidationError as exc:
         problems = []
         for e in exc.errors():

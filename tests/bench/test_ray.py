@@ -193,8 +193,8 @@ def test_a_profile_runs_on_the_cluster_and_is_kept_here(ray_cluster, tmp_path):
     candidate.parent.mkdir()
     candidate.write_text(read(CAND / "p01_pointwise_gelu_chain" / "triton_ok.py"))
     keep = tmp_path / "profiles" / "seed-1"
-    stages: dict[str, float] = {}
-    evidence = connect(ray_cluster, "cpu").profile(problem, candidate, load_knowledge(), keep, stages)
+    profiled = connect(ray_cluster, "cpu").profile(problem, candidate, load_knowledge(), keep)
+    evidence, stages = profiled.evidence, profiled.stage_seconds
     assert evidence.ncu_status == "missing" and "no CUDA device" in evidence.profiler_note
     assert evidence.code_path == str(candidate) and evidence.code_features  # features read from the source
     assert any(str(keep) in line for line in evidence.collection)  # this machine's copy, not the node's scratch

@@ -55,7 +55,7 @@ def test_bench_config_results_and_report_hold_the_redacted_url(tmp_path):
     from kernelskill.loop.settings import LoopSettings
     from kernelskill.report import write_report
     from kernelskill.settings import ReviewSettings
-    from tests.loop.helpers import PROBLEM, AgentScript, FakeReviewer, kernel
+    from tests.loop.helpers import PROBLEM, AgentScript, FakeEvaluator, kernel
 
     folder = tmp_path / "p"
     folder.mkdir()
@@ -63,7 +63,7 @@ def test_bench_config_results_and_report_hold_the_redacted_url(tmp_path):
     request = BenchRequest(problems=folder, model="script:", base_url=with_credentials("http://127.0.0.1:9/v1"),
                            out=tmp_path / "run", loop=LoopSettings(seeds=1, rounds=0, profile="off"),
                            review=ReviewSettings(device="cpu"))
-    results = run_bench(request, client=AgentScript(generator=[kernel("correct", 1.0)]), reviewer=FakeReviewer())
+    results = run_bench(request, client=AgentScript(generator=[kernel("correct", 1.0)]), evaluator=FakeEvaluator())
     assert results.run["base_url"] == "http://***@127.0.0.1:9/v1?api_key=***"
     write_report(tmp_path / "run")
     assert (tmp_path / "run" / "report.html").is_file()

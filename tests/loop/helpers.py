@@ -1,6 +1,6 @@
-"""Scripted agents and a scripted reviewer, so the loop's logic is tested fast and exactly.
+"""Scripted agents and a scripted evaluator, so the loop's logic is tested fast and exactly.
 
-A candidate written by these helpers carries its verdict in a comment (`# verdict: correct 1.5`); the fake reviewer
+A candidate written by these helpers carries its verdict in a comment (`# verdict: correct 1.5`); the fake evaluator
 reads it back. The real Reviewer is exercised end to end in test_optimize_server.py.
 """
 
@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from kernelskill.llm.base import Completion, LLMError, Message, Usage
+from kernelskill.loop.evaluator import LocalEvaluator
 from kernelskill.review.results import CompileResult, ReviewResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -77,13 +78,15 @@ class AgentScript:
 _VERDICT = re.compile(r"# verdict: (\w+)(?: ([\d.]+))?")
 
 
-class FakeReviewer:
-    """Decides each review from the candidate's verdict comment; records what it reviewed."""
+class FakeEvaluator(LocalEvaluator):
+    """This machine's evaluator, with each review decided from the candidate's verdict comment; records what it
+    reviewed. `profiler` and `prebuilder` replace the profile and the build ahead."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu", *, profiler=None, prebuilder=None) -> None:
+        super().__init__(device, reviewer=self._review_by_comment, profiler=profiler, prebuilder=prebuilder)
         self.reviewed: list[str] = []
 
-    def __call__(self, problem, candidate, settings, log_dir) -> ReviewResult:
+    def _review_by_comment(self, problem, candidate, settings, log_dir=None, env=None) -> ReviewResult:
         m = _VERDICT.search(candidate.source)
         assert m, "candidate without a verdict comment"
         verdict, speedup = m.group(1), float(m.group(2)) if m.group(2) else None

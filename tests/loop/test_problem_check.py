@@ -15,7 +15,7 @@ from kernelskill.problem import check_problem, read_problem
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
 
-from .helpers import PROBLEM, AgentScript, FakeReviewer, kernel
+from .helpers import PROBLEM, AgentScript, FakeEvaluator, kernel
 
 RAISES = '''import torch
 import torch.nn as nn
@@ -47,7 +47,7 @@ def test_optimize_refuses_a_problem_whose_get_inputs_raises_before_any_llm_call(
     request = OptimizeRequest(problem=bad_problem(tmp_path / "p"), model="script:", out=tmp_path / "run",
                               loop=LoopSettings(seeds=1, rounds=1, profile="off"), review=ReviewSettings(device="cpu"))
     with pytest.raises(ProblemError, match=r"2_raises.py:\d+: `get_inputs\(\)` raised ValueError: the input file"):
-        optimize(request, client=client, reviewer=FakeReviewer(), profiler=None)
+        optimize(request, client=client, evaluator=FakeEvaluator())
     assert client.calls == []
     assert not (tmp_path / "run").exists()  # no run folder, so no task left `running` in any store
 
@@ -59,7 +59,7 @@ def test_bench_fails_only_that_task_and_asks_nothing_for_it(tmp_path):
     client = AgentScript(generator=[kernel("correct", 1.0)])
     results = run_bench(BenchRequest(problems=folder, model="script:", out=tmp_path / "run", parallel=1,
                                      loop=LoopSettings(seeds=1, rounds=0, profile="off"),
-                                     review=ReviewSettings(device="cpu")), client=client, reviewer=FakeReviewer())
+                                     review=ReviewSettings(device="cpu")), client=client, evaluator=FakeEvaluator())
     tasks = {t.name: t for t in results.tasks}
     assert tasks["2_raises"].status == "failed" and "get_inputs()` raised ValueError" in tasks["2_raises"].reason
     assert tasks["1_gelu_chain"].success and len(client.calls) == 1  # the good task's seed only

@@ -16,7 +16,7 @@ from kernelskill.loop.settings import LoopSettings
 from kernelskill.report.results import TaskResult
 from kernelskill.settings import ReviewSettings
 
-from .helpers import PROBLEM, AgentScript, FakeReviewer, features, kernel, plan
+from .helpers import PROBLEM, AgentScript, FakeEvaluator, features, kernel, plan
 
 
 def test_failed_rounds_carry_their_reason_into_history_console_and_summary(tmp_path):
@@ -26,7 +26,7 @@ def test_failed_rounds_carry_their_reason_into_history_console_and_summary(tmp_p
     request = OptimizeRequest(problem=PROBLEM, model="script:", out=tmp_path / "run",
                               loop=LoopSettings(seeds=2, rounds=1, profile="off", parallel_seeds=False),
                               review=ReviewSettings(device="cpu"))
-    s = optimize(request, client=client, reviewer=FakeReviewer(), profiler=None, on_event=LiveDisplay(console))
+    s = optimize(request, client=client, evaluator=FakeEvaluator(), on_event=LiveDisplay(console))
     reasons = {(r.round, r.slot): r.reason for r in s.history}
     assert reasons == {(0, 1): "kernel.py:3: error: expected ';'", (0, 2): "",
                        (1, 0): "mismatch: max abs error 0.5 at [0, 3]"}
@@ -53,7 +53,8 @@ def test_bench_task_line_says_why_its_last_kernel_failed():
     console = Console(record=True, width=300)
     display = BenchDisplay(console)
     result = TaskResult(name="1_x", level="1", index=1, problem="p.py", status="finished", success=False,
-                        best_speedup=None, history=[{"round": 0, "verdict": "compile_error", "reason": "a [1] b"},
-                                                    {"round": 1, "verdict": "mismatch", "reason": "max abs 0.5"}])
+                        best_speedup=None, history=[
+                            {"round": 0, "branch": "seed", "verdict": "compile_error", "reason": "a [1] b"},
+                            {"round": 1, "branch": "repair", "verdict": "mismatch", "reason": "max abs 0.5"}])
     display(BenchEvent(kind="task_done", task="1_x", result=result))
     assert "no correct kernel (last: max abs 0.5)" in console.export_text()

@@ -18,7 +18,7 @@ from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
 from kernelskill.store.lock import hold_run_folder
 
-from .helpers import EXAMPLES, PROBLEM, AgentScript, FakeReviewer, kernel
+from .helpers import EXAMPLES, PROBLEM, AgentScript, FakeEvaluator, kernel
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -53,13 +53,13 @@ def test_a_second_writer_is_refused_and_told_the_holders_pid(tmp_path):
     out = tmp_path / "run"
     with hold_run_folder(out, create=True, command="optimize"):
         with pytest.raises(KernelSkillError, match=rf"in use by process {os.getpid()} \(kernelskill optimize\)"):
-            optimize(optimize_request(out), client=AgentScript(), reviewer=FakeReviewer(), profiler=None)
+            optimize(optimize_request(out), client=AgentScript(), evaluator=FakeEvaluator())
         with pytest.raises(KernelSkillError, match=rf"in use by process {os.getpid()}"):
             run_bench(bench_request(problem_folder(tmp_path / "p"), out, resume=True), client=AgentScript(),
-                      reviewer=FakeReviewer())
+                      evaluator=FakeEvaluator())
     # released with the holder: the folder is writable again
     s = optimize(optimize_request(out).model_copy(update={"resume": False}),
-                 client=AgentScript(generator=[kernel("correct", 1.0)]), reviewer=FakeReviewer(), profiler=None)
+                 client=AgentScript(generator=[kernel("correct", 1.0)]), evaluator=FakeEvaluator())
     assert s.success
 
 
@@ -84,21 +84,21 @@ def test_cli_second_resume_exits_2_with_one_line_naming_the_pid(tmp_path):
 def test_bench_resume_refuses_other_problems_rounds_or_model_and_names_each(tmp_path):
     folder, out = problem_folder(tmp_path / "p"), tmp_path / "run"
     run_bench(bench_request(folder, out), client=AgentScript(generator=[kernel("correct", 1.0)]),
-              reviewer=FakeReviewer())
+              evaluator=FakeEvaluator())
     other = problem_folder(tmp_path / "q")
     with pytest.raises(KernelSkillError) as info:
-        run_bench(bench_request(other, out, resume=True), client=AgentScript(), reviewer=FakeReviewer())
+        run_bench(bench_request(other, out, resume=True), client=AgentScript(), evaluator=FakeEvaluator())
     message = str(info.value)
     assert f"--problems: {folder} when the run started, {other} now" in message and "--out" in message
     with pytest.raises(KernelSkillError) as info:
         run_bench(bench_request(folder, out, resume=True, rounds=2, model="script:other"), client=AgentScript(),
-                  reviewer=FakeReviewer())
+                  evaluator=FakeEvaluator())
     message = str(info.value)
     assert "--rounds: 0 when the run started, 2 now" in message
     assert "--model: script: when the run started, script:other now" in message
     # the same settings (the folder named another way) resume: the finished task is skipped, nothing is asked
     results = run_bench(bench_request(tmp_path / "p" / ".." / "p", out, resume=True), client=AgentScript(),
-                        reviewer=FakeReviewer())
+                        evaluator=FakeEvaluator())
     assert results.overall.tasks == 1 and results.overall.success == 1.0
     with RunStore.open(out) as store:
         assert len(store.tasks(store.latest_run().id)) == 1
@@ -107,13 +107,13 @@ def test_bench_resume_refuses_other_problems_rounds_or_model_and_names_each(tmp_
 def test_optimize_resume_allows_more_rounds_but_not_other_settings(tmp_path):
     out = tmp_path / "run"
     request = optimize_request(out).model_copy(update={"resume": False})
-    optimize(request, client=AgentScript(generator=[kernel("correct", 1.0)]), reviewer=FakeReviewer(), profiler=None)
+    optimize(request, client=AgentScript(generator=[kernel("correct", 1.0)]), evaluator=FakeEvaluator())
     with pytest.raises(KernelSkillError, match="--seeds: 1 when the run started, 2 now"):
-        optimize(optimize_request(out, seeds=2), client=AgentScript(), reviewer=FakeReviewer(), profiler=None)
+        optimize(optimize_request(out, seeds=2), client=AgentScript(), evaluator=FakeEvaluator())
     changed = optimize_request(out).model_copy(update={"review": ReviewSettings(device="cpu", trials=2)})
     with pytest.raises(KernelSkillError, match="--trials: 5 when the run started, 2 now"):
-        optimize(changed, client=AgentScript(), reviewer=FakeReviewer(), profiler=None)
-    s = optimize(optimize_request(out), client=AgentScript(), reviewer=FakeReviewer(), profiler=None)
+        optimize(changed, client=AgentScript(), evaluator=FakeEvaluator())
+    s = optimize(optimize_request(out), client=AgentScript(), evaluator=FakeEvaluator())
     assert s.rounds_run == 0 and s.success
 
 

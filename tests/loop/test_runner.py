@@ -13,16 +13,17 @@ from kernelskill.loop.settings import LoopSettings
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
 
-from .helpers import PROBLEM, AgentScript, FakeReviewer, Unavailable, diagnosis, features, kernel, plan
+from .helpers import PROBLEM, AgentScript, FakeEvaluator, Unavailable, diagnosis, features, kernel, plan
 
 
 def run(tmp_path, client, *, rounds=0, seeds=3, resume=False, budget=None, profiler=None, prebuild=None, **loop):
     request = OptimizeRequest(
         problem=PROBLEM, model="script:", out=tmp_path / "run", resume=resume,
-        loop=LoopSettings(seeds=seeds, rounds=rounds, profile="off", **{"parallel_seeds": False, **loop}),
+        loop=LoopSettings(seeds=seeds, rounds=rounds, profile="off" if profiler is None else "auto",
+                          **{"parallel_seeds": False, **loop}),
         review=ReviewSettings(device="cpu"), budget=budget or Budget(),
     )
-    return optimize(request, client=client, reviewer=FakeReviewer(), profiler=profiler, prebuild=prebuild)
+    return optimize(request, client=client, evaluator=FakeEvaluator(profiler=profiler, prebuilder=prebuild))
 
 
 def test_best_seed_becomes_base_and_promotion_rule(tmp_path):
@@ -198,7 +199,7 @@ def test_profile_of_each_base_is_stored_and_used_once(tmp_path):
 
     profiled = []
 
-    def profiler(problem, candidate, kb):
+    def profiler(problem, candidate, kb, settings):
         profiled.append(candidate.name)
         return Evidence(ncu_status="failed", ncu_note="scripted profiler: no ncu here")
 
@@ -247,14 +248,14 @@ def test_prebuild_runs_before_the_review_and_a_build_failure_needs_no_device(tmp
 def test_on_a_gpu_the_decision_reads_the_problems_floor(tmp_path, monkeypatch):
     # issue 16: with device cuda the policy gets the problem's FLOPs and bytes (counted on the meta device), the GPU's
     # name and the base's measured time, so the headroom tier is the distance to the speed of light
-    monkeypatch.setattr("kernelskill.loop.optimize._device_name", lambda device: "NVIDIA H200")
+    monkeypatch.setattr("kernelskill.loop.evaluator.device_name_of", lambda device: "NVIDIA H200")
     monkeypatch.setattr("kernelskill.review.reviewer.resolve_device", lambda requested: "cuda")
     client = AgentScript(generator=[kernel("correct", 2.0)], feature_extractor=[features()],
                          planner=[plan("kernel_fusion")], optimizer=[kernel("correct", 2.1)])
     request = OptimizeRequest(problem=PROBLEM, model="script:", out=tmp_path / "run",
                               loop=LoopSettings(seeds=1, rounds=1, profile="off", parallel_seeds=False),
                               review=ReviewSettings(device="cuda"), budget=Budget())  # fmt: skip
-    optimize(request, client=client, reviewer=FakeReviewer())
+    optimize(request, client=client, evaluator=FakeEvaluator("cuda"))
     with RunStore.open(tmp_path / "run") as store:
         (decision,) = store.decisions(store.tasks(store.latest_run().id)[0].id)
     runs = {f["id"]: f for f in decision.decision["run_features"]}

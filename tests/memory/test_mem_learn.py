@@ -19,7 +19,7 @@ from kernelskill.store import RunStore
 from memhelpers import REPO
 
 sys.path.insert(0, str(REPO))
-from tests.loop.helpers import PROBLEM, AgentScript, FakeReviewer, diagnosis, features, kernel, plan  # noqa: E402
+from tests.loop.helpers import PROBLEM, AgentScript, FakeEvaluator, diagnosis, features, kernel, plan  # noqa: E402
 
 
 def scripted_run(out, plans, kernels, repairs=(), rounds=None):
@@ -31,7 +31,7 @@ def scripted_run(out, plans, kernels, repairs=(), rounds=None):
     request = OptimizeRequest(problem=PROBLEM, model="script:", out=out, review=ReviewSettings(device="cpu"),
                               loop=LoopSettings(seeds=1, rounds=rounds or len(plans) + len(repairs), profile="off",
                                                 parallel_seeds=False, max_repairs=1), budget=Budget())  # fmt: skip
-    optimize(request, client=client, reviewer=FakeReviewer())
+    optimize(request, client=client, evaluator=FakeEvaluator())
     return out
 
 

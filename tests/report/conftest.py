@@ -19,16 +19,18 @@ import pytest
 
 from kernelskill.report import TaskResult, build_results, write_results
 from kernelskill.store import RunStore
+from kernelskill.store.outcome import RoundRecord
 
 PROBLEM_SOURCE = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 
 
 def rec(round_: int, branch: str, label: str | None, verdict: str, *, slot: int = 0, method: str | None = None,
-        speedup: float | None = None, best: float | None = None, promoted: str | None = None, note: str = "") -> dict:
-    """One RoundRecord as a dict (kernelskill.loop.state.RoundRecord)."""
-    return {"round": round_, "slot": slot, "branch": branch, "label": label, "method": method, "verdict": verdict,
-            "speedup": speedup, "ms": None if speedup is None else 4.0 / speedup, "best_speedup": best,
-            "promoted": promoted, "note": note}
+        speedup: float | None = None, best: float | None = None, promoted: str | None = None,
+        note: str = "") -> RoundRecord:
+    """One line of a task's history."""
+    return RoundRecord(round=round_, slot=slot, branch=branch, label=label, method=method, verdict=verdict,
+                       speedup=speedup, ms=None if speedup is None else 4.0 / speedup, best_speedup=best,
+                       promoted=promoted, note=note)
 
 
 SQUARE_HISTORY = [

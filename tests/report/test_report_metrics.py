@@ -12,7 +12,8 @@ import math
 import pytest
 
 from kernelskill.report import TaskResult, build_results, compute_metrics
-from kernelskill.report.results import level_key, rounds_to_best_of
+from kernelskill.report.results import level_key
+from kernelskill.store.outcome import rounds_to_best_of
 from tests.report.conftest import RUN, fixture_tasks
 
 

@@ -14,7 +14,7 @@ CAVEAT = ("higher-priority rules could not be evaluated, so the fallback structu
           "sm_throughput_pct); memory_saturated (missing: dram_throughput_pct, sm_throughput_pct)")
 
 
-def task(name: str, history: list[dict], **kw) -> TaskResult:
+def task(name: str, history: list, **kw) -> TaskResult:
     values = dict(level="1", index=int(name.split("_")[0]), name=name, problem=f"problems/{name}.py",
                   status="finished", success=False, best_speedup=None, rounds_run=2, history=history)
     values.update(kw)
@@ -28,7 +28,7 @@ def page(run_dir):
 
 def test_failed_nodes_show_their_reason_from_the_history(tmp_path):
     failed = rec(0, "seed", "seed-1", "compile_error", slot=1)
-    failed["reason"] = "kernel.py:3: error: expected ';' <here>"
+    failed.reason = "kernel.py:3: error: expected ';' <here>"
     run_dir = make_run_folder(tmp_path / "run", with_store=False, tasks=[task("1_a", [failed])])
     reasons = page(run_dir).find_id("task-1-1_a").by_class("reason")
     assert [r.text() for r in reasons] == ["kernel.py:3: error: expected ';' <here>"]

@@ -21,6 +21,7 @@ from pathlib import Path
 import typer
 
 from kernelskill.errors import KernelSkillError
+from kernelskill.folders import write_atomically
 from kernelskill.llm.corpus import CorpusEntry, CorpusIndex, normalize, read_index, source_sha, write_index
 
 _LEVEL = ("level_id", "level")
@@ -137,8 +138,7 @@ def import_corpus(source: Path, out: Path, names_from: Path | None = None, label
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    write_atomically(path, text if text.endswith("\n") else text + "\n")
 
 
 # ------------------------------------------------------------------------------------------------------------- CLI

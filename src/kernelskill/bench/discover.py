@@ -44,6 +44,17 @@ def parse_levels(spec: str | None) -> set[str] | None:
     return {p.strip() for p in spec.split(",") if p.strip()}
 
 
+def parse_gpus(spec: str | None) -> list[str] | None:
+    """`--gpus 0,1` → ["0", "1"]; None → None (every visible GPU)."""
+    if spec is None:
+        return None
+    items = [p.strip() for p in spec.split(",") if p.strip()]
+    for item in items:
+        if not item.isdigit():
+            raise KernelSkillError(f"--gpus: {item!r} is not a GPU index; write e.g. --gpus 0,1")
+    return items
+
+
 def _level_dirs(root: Path) -> dict[str, Path]:
     base = root / "KernelBench" if (root / "KernelBench").is_dir() else root
     found = {}

@@ -46,7 +46,7 @@ class BenchDisplay(SpinnerDisplay):
             elif r.success:
                 what = f"[green]correct[/], {r.best_speedup:.3g}x" if r.best_speedup else "[green]correct[/]"
             else:
-                last = next((h.get("reason") for h in reversed(r.history) if h.get("reason")), None)
+                last = next((h.reason for h in reversed(r.history) if h.reason), None)
                 what = "[yellow]no correct kernel[/]" + (f" (last: {escape(last)})" if last else "")
             extra = f" [dim]{e.text}[/]" if e.text else ""
             self.console.print(f"{e.task}: {what}{extra}", highlight=False, soft_wrap=True)

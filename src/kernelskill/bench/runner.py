@@ -1,6 +1,6 @@
-"""The benchmark scheduler: tasks run concurrently, each through the loop; reviews and profiles take a GPU from the
-pool (one evaluation per GPU at a time) while other tasks wait on their LLM calls. With `ray` set, they take a GPU
-of a Ray cluster instead (cluster.py), and their results and logs land in the same run folder.
+"""The benchmark scheduler: tasks run concurrently, each through the loop; reviews and profiles take a GPU of the
+run's evaluator (loop/evaluator.py: this machine's GPUs, one evaluation per GPU at a time, or with `ray` set a GPU
+of a Ray cluster) while other tasks wait on their LLM calls. Results and logs land in the one run folder.
 
 A failing task (a malformed problem file, a model unreachable past its retries, anything that raises) is recorded
 with its reason and the run goes on; only a rejected API key stops the run, since every task would fail the same way.
@@ -15,32 +15,31 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from kernelskill import __version__
 from kernelskill.bench.discover import BenchTask, discover
-from kernelskill.bench.gpus import GpuPool
 from kernelskill.errors import KernelSkillError, ProblemError
+from kernelskill.folders import write_atomically
 from kernelskill.llm.accounting import Budget
 from kernelskill.llm.base import LLMAuthError, LLMClient
-from kernelskill.loop.optimize import real_prebuild, real_reviewer, task_context
-from kernelskill.loop.runner import Event, Reviewer, TaskRunner
-from kernelskill.loop.settings import LoopSettings
+from kernelskill.loop.context import Event, task_context
+from kernelskill.loop.evaluator import Evaluator, check_backend, pooled_evaluator, wants_profiles
+from kernelskill.loop.runner import TaskRunner
+from kernelskill.loop.settings import Ablation, LoopSettings
 from kernelskill.loop.state import LoopState
 from kernelskill.problem import check_problem, read_problem
 from kernelskill.redact import redact_url
-from kernelskill.report.results import BenchResults, TaskResult, build_results, rounds_to_best_of, write_results
-from kernelskill.settings import ReviewSettings
-from kernelskill.store import RunStore, add_stage_seconds, safe_name
+from kernelskill.report.results import BenchResults, TaskResult, build_results, write_results
+from kernelskill.settings import Backend, Baseline, ReviewSettings
+from kernelskill.store import RunStore, safe_name
 from kernelskill.store.lock import hold_run_folder
+from kernelskill.store.outcome import summarize
 from kernelskill.store.resume import refuse_changes
-
-Ablation = Literal["none", "no-ltm", "no-stm", "no-memory"]
 
 
 class BenchRequest(BaseModel):
@@ -51,14 +50,14 @@ class BenchRequest(BaseModel):
     indices: set[int] | None = None
     model: str
     base_url: str | None = None
-    backend: str = "triton"
+    backend: Backend = "triton"
     gpus: list[str] | None = None  # None: every visible GPU (or the CPU)
-    parallel: int | None = None  # tasks in flight; None: 2 per GPU, so LLM waits overlap evaluations
+    parallel: int | None = Field(None, ge=1)  # tasks in flight; None: 2 per slot, so LLM waits overlap evaluations
     loop: LoopSettings = LoopSettings()
     review: ReviewSettings = ReviewSettings()
     budget: Budget = Budget()
     ablation: Ablation = "none"
-    baseline: Literal["compile"] | None = None
+    baseline: Baseline | None = None
     out: Path | None = None
     resume: bool = False
     ray: str | None = None  # a Ray cluster ("auto", "host:port", "ray://..."): evaluations are placed there
@@ -85,68 +84,51 @@ def refuse_replay(model: str) -> None:
         )
 
 
-def apply_ablation(loop: LoopSettings, ablation: Ablation) -> LoopSettings:
-    return loop.model_copy(update={
-        "long_term_memory": ablation not in ("no-ltm", "no-memory"),
-        "short_term_memory": ablation not in ("no-stm", "no-memory"),
-    })
-
-
 def run_bench(
     request: BenchRequest,
     *,
     client: LLMClient | None = None,
-    reviewer: Reviewer | None = None,
+    evaluator: Evaluator | None = None,
     on_event: Callable[[BenchEvent], None] = lambda e: None,
     stop: threading.Event | None = None,
 ) -> BenchResults:
+    """Run (or resume) the benchmark. `client` and `evaluator` replace the real ones in tests."""
     from kernelskill.llm.registry import make_client
-    from kernelskill.review.reviewer import resolve_device
 
     if client is None:
         refuse_replay(request.model)
     tasks = discover(request.problems, request.levels, request.indices)
-    cluster = _connect(request) if request.ray is not None else None
-    device = cluster.device if cluster is not None else resolve_device(request.review.device)
-    if device == "cpu" and request.backend == "cuda":
-        raise KernelSkillError("--backend cuda needs a GPU (on this machine CUDA kernels can only be compile-checked)")
-    if device == "cuda" and request.backend == "cuda" and cluster is None and reviewer is None:
-        from kernelskill.review.reviewer import prepare_builds
+    evaluator = evaluator or _evaluator(request)
+    try:
+        check_backend(evaluator.device, request.backend)
+        loop = request.loop.ablated(request.ablation)
+        review_settings = request.review.model_copy(update={"device": evaluator.device, "backend": request.backend})
+        run_dir = request.out or Path("runs") / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        stop = stop or threading.Event()
+        # one writer per run folder (store/lock.py): two `bench --resume` of one folder would run every task twice
+        with hold_run_folder(run_dir, create=not request.resume, command="bench"), \
+                (RunStore.open(run_dir) if request.resume else RunStore.create(run_dir)) as store:
+            run_id, config = _run_row(store, request, loop, review_settings, evaluator)
+            config["run_dir"] = str(store.run_dir)
+            config["run_id"] = run_id
+            if client is None:
+                client = make_client(request.model, request.base_url)
+            kb = None
+            if loop.long_term_memory:
+                from kernelskill.memory.knowledge import load_knowledge
 
-        prepare_builds()
-    gpus = request.gpus
-    if device == "cuda" and gpus is None:
-        import torch
-
-        gpus = [str(i) for i in range(torch.cuda.device_count())]
-    if device == "cpu":
-        gpus = None
-    pool = GpuPool(gpus)
-    loop = apply_ablation(request.loop, request.ablation)
-    review_settings = request.review.model_copy(update={"device": device, "backend": request.backend})
-    run_dir = request.out or Path("runs") / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    stop = stop or threading.Event()
-    # one writer per run folder (store/lock.py): two `bench --resume` of one folder would run every task twice
-    with hold_run_folder(run_dir, create=not request.resume, command="bench"), \
-            (RunStore.open(run_dir) if request.resume else RunStore.create(run_dir)) as store, \
-            (cluster or nullcontext()):
-        run_id, config = _run_row(store, request, loop, review_settings, device, gpus, cluster)
-        config["run_dir"] = str(store.run_dir)
-        config["run_id"] = run_id
-        if client is None:
-            client = make_client(request.model, request.base_url)
-        kb = None
-        if loop.long_term_memory:
-            from kernelskill.memory.knowledge import load_knowledge
-
-            kb = load_knowledge()
-        bench = _Bench(store, run_id, config, tasks, client, kb, pool, loop, review_settings, request, device,
-                       reviewer or real_reviewer, on_event, stop, cluster)
-        return bench.run()
+                kb = load_knowledge()
+            bench = _Bench(store, run_id, config, tasks, client, kb, evaluator, loop, review_settings, request,
+                           on_event, stop)
+            return bench.run()
+    finally:
+        evaluator.close()
 
 
-def _connect(request: BenchRequest):
-    """The Ray cluster that places this run's evaluations (bench/cluster.py)."""
+def _evaluator(request: BenchRequest) -> Evaluator:
+    """This machine's GPUs (--gpus, default all), or with --ray the GPUs of a Ray cluster (bench/cluster.py)."""
+    if request.ray is None:
+        return pooled_evaluator(request.review.device, request.backend, request.gpus)
     from kernelskill.bench.cluster import connect
 
     if request.gpus is not None:
@@ -155,19 +137,18 @@ def _connect(request: BenchRequest):
     return connect(request.ray, request.review.device)
 
 
-def _run_row(store: RunStore, request: BenchRequest, loop: LoopSettings, review: ReviewSettings, device: str,
-             gpus: list[str] | None, cluster=None) -> tuple[int, dict]:
+def _run_row(store: RunStore, request: BenchRequest, loop: LoopSettings, review: ReviewSettings,
+             evaluator: Evaluator) -> tuple[int, dict]:
     config = {
         "problems": str(request.problems), "levels": sorted(request.levels or []) or None,
         "tasks": sorted(request.indices or []) or None, "model": request.model, "base_url": redact_url(request.base_url),
-        "backend": request.backend, "device": device, "gpus": gpus, "ablation": request.ablation,
+        "backend": request.backend, "device": evaluator.device, "ablation": request.ablation,
         "baseline": request.baseline, "seeds": loop.seeds, "rounds": loop.rounds,
         "loop": loop.model_dump(mode="json"), "review": review.model_dump(mode="json"),
         "budget": request.budget.model_dump(mode="json"), "kernelskill": __version__,
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **evaluator.placement(),  # which GPUs, or which cluster, placed the evaluations
     }
-    if cluster is not None:  # which backend placed the evaluations (absent: this machine's GPU pool)
-        config.update(placement="ray", ray=cluster.summary())
     if not request.resume:
         return store.add_run("bench", request.model, config), config
     run = store.latest_run()
@@ -179,13 +160,14 @@ def _run_row(store: RunStore, request: BenchRequest, loop: LoopSettings, review:
 
 
 class _Bench:
-    def __init__(self, store, run_id, config, tasks, client, kb, pool, loop, review_settings, request, device,
-                 reviewer, on_event, stop, cluster=None) -> None:
+    def __init__(self, store: RunStore, run_id: int, config: dict, tasks: list[BenchTask], client: LLMClient, kb,
+                 evaluator: Evaluator, loop: LoopSettings, review_settings: ReviewSettings, request: BenchRequest,
+                 on_event: Callable[[BenchEvent], None], stop: threading.Event) -> None:
         self.store, self.run_id, self.config, self.tasks = store, run_id, config, tasks
-        self.client, self.kb, self.pool, self.loop = client, kb, pool, loop
-        self.review_settings, self.request, self.device = review_settings, request, device
-        self.reviewer, self.on_event, self.stop = reviewer, on_event, stop
-        self.cluster = cluster  # a RayEvaluator: evaluations go to the cluster instead of the pool
+        self.client, self.kb, self.evaluator, self.loop = client, kb, evaluator, loop
+        self.review_settings, self.request = review_settings, request
+        self.on_event, self.stop = on_event, stop
+        self.profiles = wants_profiles(loop, evaluator)
         self.results: dict[str, TaskResult] = {}
         self.lock = threading.Lock()
         self.fatal: BaseException | None = None
@@ -201,11 +183,10 @@ class _Bench:
                     source = f"<unreadable: {exc}>"
                 self.store.add_task(self.run_id, t.name, str(t.path), source)
             self.results[t.name] = self._pending(t)
-        text = f"run folder {self.store.run_dir}"
-        if self.cluster is not None:
-            text += "\n" + self.cluster.describe()
+        where = self.evaluator.describe()
+        text = f"run folder {self.store.run_dir}" + (f"\n{where}" if where else "")
         self.on_event(BenchEvent(kind="start", total=len(self.tasks), text=text))
-        parallel = self.request.parallel or 2 * (self.cluster.slots if self.cluster is not None else self.pool.slots)
+        parallel = self.request.parallel or 2 * self.evaluator.slots
         executor = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="task")
         try:
             futures = [executor.submit(self._task, t) for t in self.tasks]
@@ -276,156 +257,55 @@ class _Bench:
             if e.kind == "round" and e.record is not None:
                 self.on_event(BenchEvent(kind="round", task=t.name, text=_round_text(e)))
 
-        stages: dict[str, float] = {}
-
-        def reviewer(problem_path: Path, candidate, settings: ReviewSettings, log_dir: Path):
-            result = self._pooled_review(problem_path, candidate, settings, log_dir)
-            add_stage_seconds(stages, result.stage_seconds)
-            return result
-
-        ctx = task_context(
-            self.store, self.run_id, task_id, problem, self.client, self.request.budget, self.kb,
-            self.review_settings, self.loop, reviewer, self._profiler(stages), on_event, self.device,
-            prebuild=self._prebuild(stages),
-        )
-        ctx.stop = self.stop
+        ctx = task_context(self.store, self.run_id, task_id, problem, self.client, self.request.budget, self.kb,
+                           self.review_settings, self.loop, self.evaluator, on_event, profiles=self.profiles,
+                           stop=self.stop)
         state = TaskRunner(ctx).run()
-        state.restate_history()
         interrupted = self.stop.is_set() and state.round < self.loop.rounds and state.ended is None
-        result = self._result(t, task_id, state, interrupted, stages)
-        result.stage_seconds = {k: round(v, 3) for k, v in sorted(stages.items())}
-        return result
-
-    def _pooled_review(self, problem: Path, candidate, settings: ReviewSettings, log_dir: Path):
-        """A review on a GPU of the pool (or, with --ray, of the cluster); the worker sees only that GPU. The time it
-        waited for the GPU is in the result's stage seconds as `queue`."""
-        from kernelskill.review.reviewer import review
-
-        waited: dict[str, float] = {}
-        if self.cluster is not None and self.reviewer is real_reviewer:
-            result = self.cluster.review(problem, candidate, settings, log_dir, waited)
-        else:
-            queued = time.monotonic()
-            with self.pool.acquire() as env:
-                waited["queue"] = time.monotonic() - queued
-                if self.reviewer is real_reviewer:
-                    result = review(problem, candidate, settings, log_dir=log_dir, env=env)
-                else:
-                    result = self.reviewer(problem, candidate, settings, log_dir)  # tests: a scripted reviewer
-        result.stage_seconds["queue"] = round(result.stage_seconds.get("queue", 0.0) + waited.get("queue", 0.0), 3)
-        return result
-
-    def _prebuild(self, stages: dict[str, float]):
-        """CUDA candidates build on this machine's CPU cores before they wait for a GPU (not with --ray: the build
-        cache is per machine, so a remote node builds for itself)."""
-        if self.reviewer is not real_reviewer or self.cluster is not None or self.device != "cuda":
-            return None
-
-        def prebuild(problem: Path, candidate, settings: ReviewSettings, log_dir: Path):
-            built = real_prebuild(problem, candidate, settings, log_dir)
-            if built is not None:  # (a compile failure found by the build never reaches a GPU)
-                stages["prebuild"] = stages.get("prebuild", 0.0) + built.seconds
-            return built
-
-        return prebuild
-
-    def _profiler(self, stages: dict[str, float]):
-        if self.device != "cuda" or not self.loop.long_term_memory or self.loop.profile == "off":
-            return None
-        from kernelskill.memory.profiling import ProfileSettings, find_ncu
-
-        if (find_ncu("ncu") is None) if self.cluster is None else not self.cluster.has_ncu:
-            if self.loop.profile == "on":
-                where = "" if self.cluster is None else " on every GPU node of the Ray cluster"
-                raise KernelSkillError(f"--profile on needs Nsight Compute (`ncu` on PATH){where}")
-            return None
-
-        def profile(problem: Path, candidate: Path, kb):
-            from kernelskill.memory.collect import profile_candidate
-
-            if self.cluster is not None:
-                keep = self.store.run_dir / "profiles" / candidate.parent.name / candidate.stem
-                return self.cluster.profile(problem, candidate, kb, keep, stages)
-            queued = time.monotonic()
-            with self.pool.acquire() as env:
-                start = time.monotonic()
-                stages["queue"] = stages.get("queue", 0.0) + start - queued
-                keep = self.store.run_dir / "profiles" / candidate.parent.name / candidate.stem
-                try:
-                    return profile_candidate(problem, candidate, kb, ProfileSettings(keep_dir=keep, env=env))
-                finally:
-                    stages["profile"] = stages.get("profile", 0.0) + time.monotonic() - start
-
-        return profile
+        return self._result(t, task_id, state, interrupted)
 
     # ---- results -------------------------------------------------------------------------------------------------
 
-    def _result(self, t: BenchTask, task_id: int, state: LoopState, interrupted: bool,
-                stages: dict[str, float]) -> TaskResult:
-        totals = self.store.llm_totals(task_id)
-        best = state.best
+    def _result(self, t: BenchTask, task_id: int, state: LoopState, interrupted: bool) -> TaskResult:
+        best, best_path = state.best, None
+        compile_ms = vs_compile = None
         flags: list[str] = []
-        best_path = eager_ms = compile_ms = vs_compile = None
-        rounds_to_best = None
         if best is not None:
-            review = self.store.review_of(best.candidate_id)
-            if review is not None:
-                flags = list(review.result.get("flags") or [])
-            dest = self.store.run_dir / "best" / f"{safe_name(t.name)}.py"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(best.source)
+            dest = write_atomically(self.store.run_dir / "best" / f"{safe_name(t.name)}.py", best.source)
             best_path = str(dest.relative_to(self.store.run_dir))
-            rounds_to_best = rounds_to_best_of([h.model_dump(mode="json") for h in state.history])
-            eager_ms = state.reference_ms()
-            if self.request.baseline == "compile":
-                compile_ms, vs_compile, flags = self._compile_baseline(t, best, flags, stages)
-        cost = totals["cost_usd"] if totals["calls"] > totals["unpriced_calls"] else None
-        strict, kernelbench = self._success_by_rules(task_id)
-        return TaskResult(
-            name=t.name, level=t.level, index=t.index, problem=str(t.path), task_id=task_id,
-            verdict="correct" if best is not None else (state.history[-1].verdict if state.history else None),
-            status="running" if interrupted else "finished", reason=state.ended, success=best is not None,
-            success_strict=strict, success_kernelbench=kernelbench,
-            best_speedup=state.speedup_of(best), best_ms=best.ms if best else None, eager_ms=eager_ms,
-            compile_ms=compile_ms, speedup_vs_compile=vs_compile, best_path=best_path, flags=flags,
-            rounds_run=state.round, rounds_to_best=rounds_to_best, llm_calls=totals["calls"],
-            tokens=totals["tokens"], cost_usd=cost, history=[h.model_dump(mode="json") for h in state.history],
-        )
+            if self.request.baseline == "compile":  # first, so its seconds are in the task's stage totals
+                compile_ms, vs_compile, flags = self._compile_baseline(t, best)
+        outcome = summarize(self.store, task_id, state, best_path=best_path)
+        return TaskResult.model_validate({
+            **dict(outcome), "flags": outcome.flags + flags, "name": t.name, "level": t.level, "index": t.index,
+            "problem": str(t.path), "task_id": task_id, "status": "running" if interrupted else "finished",
+            "compile_ms": compile_ms, "speedup_vs_compile": vs_compile,
+        })
 
-    def _success_by_rules(self, task_id: int) -> tuple[bool | None, bool | None]:
-        """Whether any kernel of the task was correct under strict and under kernelbench rules (None, None when no
-        review recorded its policy verdicts)."""
-        policies = [r.result.get("policy") for c in self.store.candidates(task_id)
-                    if (r := self.store.review_of(c.id)) is not None]
-        policies = [p for p in policies if p]
-        if not policies:
-            return None, None
-        return any(p["correct_strict"] for p in policies), any(p["correct_kernelbench"] for p in policies)
-
-    def _compile_baseline(self, t: BenchTask, best, flags: list[str], stages: dict[str, float]):
-        """One more review of the best kernel, also timing torch.compile(Model) the same way."""
+    def _compile_baseline(self, t: BenchTask, best) -> tuple[float | None, float | None, list[str]]:
+        """One more review of the best kernel, also timing torch.compile(Model) the same way; stored as the
+        kernel's 'baseline' review. (compile_ms, speedup vs compile, flags to add)."""
         from kernelskill.candidate import parse_candidate
 
         settings = self.review_settings.model_copy(update={"baseline": "compile"})
         log_dir = self.store.run_dir / "reviews" / safe_name(t.name) / "baseline-compile"
-        result = self._pooled_review(t.path, parse_candidate(best.source, self.store.run_dir / best.path), settings,
-                                     log_dir)
-        add_stage_seconds(stages, result.stage_seconds)
+        candidate = parse_candidate(best.source, self.store.run_dir / best.path)
+        result = self.evaluator.review(t.path, candidate, settings, log_dir)
+        self.store.add_review(best.candidate_id, result.model_dump(mode="json"), purpose="baseline")
         if not result.correct or result.compile_ms is None or result.candidate_ms is None:
-            return None, None, flags + [f"compile_baseline_failed: {(result.error or 'no timing')[:200]}"]
-        return result.compile_ms, result.compile_ms / result.candidate_ms, flags
+            return None, None, [f"compile_baseline_failed: {(result.error or 'no timing')[:200]}"]
+        return result.compile_ms, result.compile_ms / result.candidate_ms, []
 
     def _pending(self, t: BenchTask) -> TaskResult:
-        return TaskResult(name=t.name, level=t.level, index=t.index, problem=str(t.path), status="pending",
-                          success=False, best_speedup=None, task_id=self._task_id(t))
+        return self._without_kernel(t, "pending")
 
     def _failed(self, t: BenchTask, reason: str) -> TaskResult:
-        return TaskResult(name=t.name, level=t.level, index=t.index, problem=str(t.path), status="failed",
-                          reason=reason, success=False, best_speedup=None, task_id=self._task_id(t))
+        return self._without_kernel(t, "failed", reason)
 
-    def _task_id(self, t: BenchTask) -> int | None:
+    def _without_kernel(self, t: BenchTask, status: str, reason: str | None = None) -> TaskResult:
         row = self.store.find_task(self.run_id, t.name)
-        return row.id if row else None
+        return TaskResult(name=t.name, level=t.level, index=t.index, problem=str(t.path), status=status,
+                          reason=reason, success=False, best_speedup=None, task_id=row.id if row else None)
 
 
 def _round_text(e: Event) -> str:

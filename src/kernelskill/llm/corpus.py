@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from kernelskill.errors import KernelSkillError
+from kernelskill.folders import write_atomically
 from kernelskill.llm.base import Completion, LLMError, Message, Usage
 
 INDEX = "corpus.json"
@@ -72,10 +73,7 @@ def read_index(root: Path) -> CorpusIndex:
 
 
 def write_index(root: Path, index: CorpusIndex) -> None:
-    path = Path(root) / INDEX
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(index.model_dump(mode="json"), indent=1), encoding="utf-8")
-    tmp.replace(path)
+    write_atomically(Path(root) / INDEX, json.dumps(index.model_dump(mode="json"), indent=1))
 
 
 _TASK_NAME = re.compile(r"Problem `([^`]+)`")

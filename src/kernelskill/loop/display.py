@@ -7,8 +7,8 @@ from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
-from kernelskill.loop.runner import Event
-from kernelskill.loop.state import RoundRecord
+from kernelskill.loop.context import Event
+from kernelskill.store.outcome import RoundRecord
 
 _VERDICT_STYLE = {"correct": "green", "no_candidate": "yellow"}
 

@@ -6,6 +6,7 @@ from kernelskill.agents.context import DecisionBrief, RankedMethodBrief, ReviewF
 from kernelskill.memory.decision import Decision
 from kernelskill.review.render import failure_reason
 from kernelskill.review.results import ReviewResult
+from kernelskill.store.outcome import verdict
 
 # The log tail is the last resort for a crash or timeout whose message says little; compiler errors and mismatch
 # summaries are already in `error`.
@@ -37,7 +38,7 @@ def failed_feedback(kind: str, error: str) -> ReviewFeedback:
 
 
 def verdict_of(feedback: ReviewFeedback) -> str:
-    return "correct" if feedback.correct else (feedback.error_kind or "failed")
+    return verdict(feedback.correct, feedback.error_kind)
 
 
 def reason_of(feedback: ReviewFeedback) -> str:

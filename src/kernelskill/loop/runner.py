@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.agents.context import (
@@ -25,61 +22,22 @@ from kernelskill.agents.context import (
     RepairContext,
     RepairStep,
     ReviewFeedback,
-    TaskBrief,
 )
-from kernelskill.agents.team import AgentFailure, LLMFeatureJudge, Team
+from kernelskill.agents.team import AgentFailure, LLMFeatureJudge
 from kernelskill.candidate import parse_candidate
 from kernelskill.errors import CandidateError
 from kernelskill.llm.base import BudgetExceeded, LLMAuthError, LLMError
 from kernelskill.llm.scripted import ReplayExhausted
+from kernelskill.loop.context import Event, TaskContext
 from kernelskill.loop.feedback import decision_brief, failed_feedback, reason_of, review_feedback, verdict_of
-from kernelskill.loop.settings import LoopSettings
-from kernelskill.loop.state import KernelRef, LoopState, RoundRecord, promotion
+from kernelskill.loop.state import KernelRef, LoopState, promotion
 from kernelskill.memory.codeview import build_view
 from kernelskill.memory.evidence import Evidence, ProblemWork
 from kernelskill.memory.features import extract_features
-from kernelskill.memory.knowledge import KnowledgeBase
 from kernelskill.memory.policy import decide
 from kernelskill.memory.problem_work import measure_problem_work
-from kernelskill.review.results import ReviewResult
-from kernelskill.settings import ReviewSettings
-from kernelskill.store import RunStore, safe_name
-
-Reviewer = Callable[[Path, "object", ReviewSettings, Path], ReviewResult]
-Profiler = Callable[[Path, Path, KnowledgeBase], Evidence]
-
-
-@dataclass
-class Event:
-    """Progress for the live display: `kind` is "phase" (something started) or "round" (a round finished)."""
-
-    kind: str
-    text: str = ""
-    record: RoundRecord | None = None
-    state: LoopState | None = None
-
-
-@dataclass
-class TaskContext:
-    """What a task runs against: its store rows, problem file and the shared services."""
-
-    store: RunStore
-    run_id: int
-    task_id: int
-    problem_path: Path
-    task: TaskBrief
-    team: Team
-    kb: KnowledgeBase | None
-    review_settings: ReviewSettings
-    settings: LoopSettings
-    reviewer: Reviewer
-    profiler: Profiler | None = None  # None: no profiling (CPU, or switched off)
-    # builds a CUDA candidate on CPU cores before it waits for the device, so builds overlap other evaluations
-    prebuild: Callable | None = None
-    on_event: Callable[[Event], None] = lambda e: None
-    replayed: bool = False  # the model replays a transcript: seeds are asked one after another, in order
-    review_lock: threading.Lock = field(default_factory=threading.Lock)  # one evaluation on the device at a time
-    stop: threading.Event | None = None  # set: finish the round in flight, then return (the task stays resumable)
+from kernelskill.store import safe_name
+from kernelskill.store.outcome import NO_CANDIDATE, RoundRecord, repair_rank
 
 
 def _sha(text: str) -> str:
@@ -154,8 +112,7 @@ class TaskRunner:
                     rec.promoted = "best+base"
         elif refs:
             # no correct seed: repair the most promising failure (one that compiled, else the first)
-            order = {"mismatch": 0, "runtime_error": 1, "rejected": 2, "timeout": 3, "crash": 4}
-            st.failing = min(refs, key=lambda r: order.get(r.feedback.error_kind or "", 9))
+            st.failing = min(refs, key=lambda r: repair_rank(r.feedback.error_kind))
         for rec in st.history:
             rec.best_speedup = st.speedup_of(st.best)
         self._commit_kernels()
@@ -175,11 +132,11 @@ class TaskRunner:
         try:
             source = ctx.team.generate(ctx.task, seed=k, seeds=ctx.settings.seeds, tag=tag)
         except AgentFailure as exc:
-            self._record(RoundRecord(round=0, slot=k, branch="seed", verdict="no_candidate",
+            self._record(RoundRecord(round=0, slot=k, branch="seed", verdict=NO_CANDIDATE,
                                      note=f"generator reply unusable: {exc.errors[-1] if exc.errors else exc}"))
             return None
         except LLMError as exc:  # budget, outage, auth: stop asking; the seeds already made are kept
-            self._record(RoundRecord(round=0, slot=k, branch="seed", verdict="no_candidate", note=str(exc)))
+            self._record(RoundRecord(round=0, slot=k, branch="seed", verdict=NO_CANDIDATE, note=str(exc)))
             return exc
         ref = self._review(round_id, f"seed-{k}", source, origin="seed", parent=None)
         self._record(RoundRecord(round=0, slot=k, branch="seed", label=ref.label, verdict=verdict_of(ref.feedback),
@@ -193,7 +150,7 @@ class TaskRunner:
         branch = "repair" if st.failing is not None else "optimize" if st.base is not None else "seed"
         round_id = store.start_round(ctx.task_id, i, branch)
         ctx.on_event(Event("phase", f"round {i}: {branch}"))
-        record = RoundRecord(round=i, branch=branch, verdict="no_candidate")
+        record = RoundRecord(round=i, branch=branch, verdict=NO_CANDIDATE)
         tag = {"round": i, "slot": 0, "round_id": round_id}
         status = "done"
         try:
@@ -350,15 +307,11 @@ class TaskRunner:
             )
             return KernelRef(candidate_id=row.id, label=label, path=row.path, source=source, feedback=feedback)
         log_dir = store.run_dir / "reviews" / safe_name(ctx.task.name) / label
-        built = ctx.prebuild(ctx.problem_path, candidate, ctx.review_settings, log_dir) if ctx.prebuild else None
+        built = ctx.evaluator.prebuild(ctx.problem_path, candidate, ctx.review_settings, log_dir)
         if built is not None and built.result is not None:  # it does not compile: no need to wait for the device
             result = built.result
         else:
-            queued = time.monotonic()
-            with ctx.review_lock:
-                waited = time.monotonic() - queued
-                result = ctx.reviewer(ctx.problem_path, candidate, ctx.review_settings, log_dir)
-            result.stage_seconds["queue"] = round(result.stage_seconds.get("queue", 0.0) + waited, 3)
+            result = ctx.evaluator.review(ctx.problem_path, candidate, ctx.review_settings, log_dir)
         if built is not None:
             result.stage_seconds["prebuild"] = built.seconds
         store.add_review(row.id, result.model_dump(mode="json"))
@@ -386,13 +339,15 @@ class TaskRunner:
                     st.llm_features[key] = {"_error": f"feature extractor reply unusable: {exc.errors[-1:]}"}
         answers = {k: v for k, v in st.llm_features.get(key, {}).items() if not k.startswith("_")}
         judge = LLMFeatureJudge(answers)
-        if ctx.profiler is not None and key not in self._evidence:
+        if ctx.profiles and key not in self._evidence:
             ctx.on_event(Event("phase", f"round {i}: profiling {base.label}"))
-            with ctx.review_lock:
-                started = time.monotonic()
-                self._evidence[key] = ctx.profiler(ctx.problem_path, ctx.store.run_dir / base.path, kb)
-                seconds = round(time.monotonic() - started, 3)
-            ctx.store.add_profile(base.candidate_id, self._evidence[key].model_dump(mode="json"), seconds=seconds)
+            kernel = Path(base.path)  # kernels/<task>/<label>.py: its profile is kept in profiles/<task>/<label>/
+            keep = ctx.store.run_dir / "profiles" / kernel.parent.name / kernel.stem
+            profiled = ctx.evaluator.profile(ctx.problem_path, ctx.store.run_dir / base.path, kb, keep)
+            self._evidence[key] = profiled.evidence
+            ctx.store.add_profile(base.candidate_id, profiled.evidence.model_dump(mode="json"),
+                                  seconds=profiled.stage_seconds.get("profile"),
+                                  queue_seconds=profiled.stage_seconds.get("queue"))
         evidence = self._evidence.get(key)
         features = extract_features(kb.code_features, build_view(base.source, base.path), judge)
         if evidence is None:

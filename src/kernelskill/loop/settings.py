@@ -6,6 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+Profile = Literal["auto", "on", "off"]
+Ablation = Literal["none", "no-ltm", "no-stm", "no-memory"]  # which memories an ablation switches off
+
 
 class LoopSettings(BaseModel):
     """Defaults are the published ones: 3 seeds, 15 rounds, rt = at = 0.3, both memories on."""
@@ -22,7 +25,14 @@ class LoopSettings(BaseModel):
         3, ge=1, description="repairs tried on a kernel born from an optimization before going back to the base; "
         "while no correct kernel exists at all, repairs continue for as long as there are rounds",
     )
-    profile: Literal["auto", "on", "off"] = Field(
+    profile: Profile = Field(
         "auto", description="profile each base with ncu and the PyTorch profiler: auto = on a GPU when ncu is found"
     )
     parallel_seeds: bool = Field(True, description="ask for the seeds concurrently (never with a replayed model)")
+
+    def ablated(self, ablation: Ablation) -> LoopSettings:
+        """These settings with both memory switches set by `ablation` (bench --ablation; "none": both on)."""
+        return self.model_copy(update={
+            "long_term_memory": ablation not in ("no-ltm", "no-memory"),
+            "short_term_memory": ablation not in ("no-stm", "no-memory"),
+        })

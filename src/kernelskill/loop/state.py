@@ -1,4 +1,5 @@
-"""The loop's state between rounds, the promotion rule, and the short-term memory it carries.
+"""The loop's state between rounds, the promotion rule, and the short-term memory it carries (its history lines,
+RoundRecord, are store/outcome.py's).
 
 The whole state is one pydantic object. After every round it is written to the run store as JSON, so a resumed run
 starts from the last finished round exactly as if it had never stopped.
@@ -7,13 +8,11 @@ starts from the last finished round exactly as if it had never stopped.
 from __future__ import annotations
 
 import statistics
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from kernelskill.agents.context import Attempt, RepairStep, ReviewFeedback
-
-Branch = Literal["seed", "repair", "optimize"]
+from kernelskill.store.outcome import RoundRecord
 
 
 class KernelRef(BaseModel):
@@ -26,23 +25,6 @@ class KernelRef(BaseModel):
     speedup: float | None = None  # vs PyTorch eager; None when it failed or was not timed
     ms: float | None = None
     feedback: ReviewFeedback
-
-
-class RoundRecord(BaseModel):
-    """One line of the run's history, as the live display and the summary show it."""
-
-    round: int  # 0 for seeds
-    slot: int = 0  # the seed number, for seeds
-    branch: Branch
-    label: str | None = None  # the candidate it produced; None when the agents produced none
-    method: str | None = None
-    verdict: str  # "correct", an error kind, or "no_candidate" (the agents' reply could not be used)
-    speedup: float | None = None  # the task's eager time over `ms` (see LoopState.speedup_of)
-    ms: float | None = None  # the kernel's own time, when correct
-    best_speedup: float | None = None  # after this round
-    promoted: Literal["best", "base", "best+base"] | None = None
-    reason: str = ""  # why the kernel failed, in one line (review/render.py failure_reason); "" when it did not
-    note: str = ""
 
 
 class LoopState(BaseModel):
@@ -69,19 +51,6 @@ class LoopState(BaseModel):
             return None
         ref = self.reference_ms()
         return kernel.speedup if ref is None else ref / kernel.ms
-
-    def restate_history(self) -> None:
-        """Recompute the history's speedups against the final task reference, so a summary is consistent with itself
-        (the live display showed each figure against the reference known at that moment)."""
-        ref = self.reference_ms()
-        if ref is None:
-            return
-        best_ms: float | None = None
-        for rec in self.history:
-            if rec.ms is not None:
-                rec.speedup = ref / rec.ms
-                best_ms = rec.ms if best_ms is None else min(best_ms, rec.ms)
-            rec.best_speedup = None if best_ms is None else ref / best_ms
 
     def reference_ms(self) -> float | None:
         """The task's eager time: the median of every reference timing so far."""

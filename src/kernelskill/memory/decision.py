@@ -121,6 +121,3 @@ class Decision(BaseModel):
     ranking: list[RankedMethod] = []  # the allowed methods with their expected gain and why, in rank order
     missing: list[str]  # evidence names that were unknown in some evaluated expression of this trace
     caveats: list[str]  # plain-language warnings about how far to trust the decision
-
-    def state_of(self, predicate: str) -> str:
-        return self.predicates[predicate].state

@@ -17,7 +17,6 @@ from kernelskill.report.results import (
     TaskResult,
     build_results,
     load_results,
-    rounds_to_best_of,
     write_results,
 )
 
@@ -31,7 +30,6 @@ __all__ = [
     "compute_metrics",
     "load_results",
     "report_command",
-    "rounds_to_best_of",
     "write_report",
     "write_results",
 ]

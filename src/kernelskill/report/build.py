@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from kernelskill.errors import KernelSkillError
+from kernelskill.folders import write_atomically
 from kernelskill.report import plots
 from kernelskill.report.html import Plots, render_report
 from kernelskill.report.results import (
@@ -17,7 +18,6 @@ from kernelskill.report.results import (
     BenchResults,
     TaskResult,
     load_results,
-    write_text_atomically,
 )
 from kernelskill.report.tables import (
     ablation_table,
@@ -56,7 +56,7 @@ def write_report(run_dir: Path, compare: Sequence[Path] = ()) -> list[Path]:
     written = []
     for name, text in ((HTML_NAME, page), (SUMMARY_NAME, summary_markdown(results, run_dir.resolve().name, compared)),
                        (CSV_NAME, tasks_csv(results.tasks))):
-        write_text_atomically(run_dir / name, text)
+        write_atomically(run_dir / name, text)
         written.append(run_dir / name)
     return written
 

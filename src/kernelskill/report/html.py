@@ -207,8 +207,8 @@ def _task_tree(task: TaskResult, tree: TaskTree | None) -> str:
         body.append('<ul class="tree">' + "".join(_node(n, seen) for n in tree.roots) + "</ul>")
         if tree.unproductive:
             items = "".join(
-                f"<li>{esc(_where(rec.get('round'), rec.get('slot') or 0))} {esc(rec.get('branch') or '')}: "
-                f"{esc(rec.get('verdict') or '')}{_dash(rec.get('note'))}</li>" for rec in tree.unproductive)
+                f"<li>{esc(_where(rec.round, rec.slot))} {esc(rec.branch)}: {esc(rec.verdict)}{_dash(rec.note)}</li>"
+                for rec in tree.unproductive)
             body.append(f'<p class="muted">Steps that produced no kernel:</p><ul>{items}</ul>')
     if task.reason:
         body.append(f'<p class="muted">Reason: {esc(task.reason)}</p>')

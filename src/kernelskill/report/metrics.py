@@ -83,12 +83,8 @@ def compute_metrics(tasks: Sequence[TaskResult]) -> Metrics:
         success=_share(len(solved), n),
         success_strict=_rule_share(tasks, "success_strict"),
         success_kernelbench=_rule_share(tasks, "success_kernelbench"),
-        speedup_mean=_mean(speedups),
         speedup_mean_all=(sum(speedups) + (n - len(solved)) * 1.0) / n if n else 1.0,
-        speedup_geomean=_geomean(speedups),
-        speedup_median=statistics.median(speedups) if speedups else None,
-        fast_1=_share(sum(s >= 1.0 for s in speedups), n),
-        fast_p={p: _share(sum(s >= float(p) for s in speedups), n) for p in FAST_P},
+        **_speedup_figures(speedups, n),
         vs_compile=_compile_metrics(tasks),
         tokens=sum(t.tokens for t in tasks),
         cost_usd=sum(costs) if costs else None,
@@ -107,13 +103,20 @@ def _compile_metrics(tasks: Sequence[TaskResult]) -> CompileMetrics | None:
     return CompileMetrics(
         tasks_with_baseline=n,
         tasks_compared=len(speedups),
+        **_speedup_figures(speedups, n),
+        compile_vs_eager_mean=_mean(gains),
+        compile_vs_eager_geomean=_geomean(gains),
+    )
+
+
+def _speedup_figures(speedups: Sequence[float], n: int) -> dict:
+    """Mean, geomean and median of `speedups`; fast_1 and fast_p as shares of `n` tasks."""
+    return dict(
         speedup_mean=_mean(speedups),
         speedup_geomean=_geomean(speedups),
         speedup_median=statistics.median(speedups) if speedups else None,
         fast_1=_share(sum(s >= 1.0 for s in speedups), n),
         fast_p={p: _share(sum(s >= float(p) for s in speedups), n) for p in FAST_P},
-        compile_vs_eager_mean=_mean(gains),
-        compile_vs_eager_geomean=_geomean(gains),
     )
 
 

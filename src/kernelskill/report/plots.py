@@ -114,9 +114,7 @@ def best_by_round(task: TaskResult) -> list[tuple[int, float | None]]:
     kernel. A round with several lines (the seeds) gives the highest best speedup among them."""
     by_round: dict[int, float | None] = {}
     for rec in task.history:
-        r, best = rec.get("round"), rec.get("best_speedup")
-        if not isinstance(r, int):
-            continue
+        r, best = rec.round, rec.best_speedup
         prev = by_round.get(r)
         by_round[r] = best if prev is None else prev if best is None else max(prev, best)
     out, carried = [], None

@@ -7,58 +7,33 @@ file); `kernelskill report` reads it back and renders it. Every number the repor
 from __future__ import annotations
 
 import json
-import os
 import re
-import threading
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kernelskill.errors import KernelSkillError
+from kernelskill.folders import write_atomically
 from kernelskill.report.metrics import Metrics, compute_metrics
+from kernelskill.store.outcome import TaskOutcome
+from kernelskill.store.rows import TaskStatus
 
 RESULTS_NAME = "results.json"
 SCHEMA_VERSION = 1  # raise it when a field changes meaning; adding an optional field keeps it
 
-TaskStatus = Literal["finished", "failed", "pending", "running"]
 
-
-class TaskResult(BaseModel):
-    """One problem of the benchmark: what the agent loop made of it."""
+class TaskResult(TaskOutcome):
+    """One problem of the benchmark: what the agent loop made of it (TaskOutcome), and which problem it was."""
 
     name: str  # problem file stem, e.g. "19_ReLU"
     level: str  # "1", "2", "3", or a folder name when the problems were one plain folder
     index: int | None  # the file's numeric prefix (19); None if it has none
     problem: str  # path of the problem file
     status: TaskStatus
-    reason: str | None = None  # why it failed or stopped early
-    success: bool  # a correct kernel was found (under the run's --rules)
-    # the same under each rule set, from every review of the task (one run gives both verdicts); None: not recorded
-    success_strict: bool | None = None
-    success_kernelbench: bool | None = None
-    # "correct" with a correct kernel; else the verdict of the task's last kernel ("mismatch", "compile_error" …),
-    # "no_candidate", or None for a task that never ran (pending, or failed before its first kernel)
-    verdict: str | None = None
-    best_speedup: float | None  # eager time / best kernel time; None without a correct kernel
-    best_ms: float | None = None
-    eager_ms: float | None = None
     compile_ms: float | None = None  # torch.compile(Model), when the run took that baseline
     speedup_vs_compile: float | None = None  # compile_ms / best_ms
-    best_path: str | None = None  # relative to the run folder
-    flags: list[str] = Field(default_factory=list)  # e.g. "degenerate_reference:constant"
-    rounds_run: int = 0
-    rounds_to_best: int | None = None  # the round (0 = seeds) whose kernel is the final best
-    llm_calls: int = 0
-    tokens: int = 0
-    cost_usd: float | None = None
-    seconds: float | None = None
-    history: list[dict] = Field(default_factory=list)  # RoundRecord dicts (kernelskill.loop.state)
-    # where the task's seconds went, summed over its reviews and profiles: queue (waiting for a GPU), load, compile,
-    # verify, time, profile, and review_wall (whole reviews, worker start-up included)
-    stage_seconds: dict[str, float] = Field(default_factory=dict)
     task_id: int | None = None  # the task's row in run.db, when known: how the report finds its tree
 
 
@@ -86,12 +61,6 @@ def task_key(task: TaskResult) -> tuple:
     return (level_key(task.level), task.index is None, task.index or 0, task.name)
 
 
-def rounds_to_best_of(history: Sequence[dict]) -> int | None:
-    """The round whose kernel ended as the best: the last history line promoted to best. None without one."""
-    rounds = [rec.get("round") for rec in history if (rec.get("promoted") or "").startswith("best")]
-    return rounds[-1] if rounds else None
-
-
 def build_results(run: dict, tasks: Sequence[TaskResult]) -> BenchResults:
     """The results of a run: tasks sorted, figures per level and overall."""
     ordered = sorted(tasks, key=task_key)
@@ -109,19 +78,7 @@ def build_results(run: dict, tasks: Sequence[TaskResult]) -> BenchResults:
 
 def write_results(path: Path, results: BenchResults) -> None:
     """Write results.json through a temporary file and a rename: a reader sees the old file or the new one."""
-    write_text_atomically(Path(path), results.model_dump_json(indent=2) + "\n")
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write a temporary file next to `path`, then rename it over: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomically(Path(path), results.model_dump_json(indent=2) + "\n")
 
 
 def load_results(path: Path) -> BenchResults:

@@ -16,9 +16,7 @@ from kernelskill.errors import KernelSkillError
 from kernelskill.report.results import BenchResults, TaskResult
 from kernelskill.review.render import failure_reason
 from kernelskill.store import DB_NAME, CandidateRow, DecisionRow, ReviewRow, RunStore
-
-# the order in which the loop picks the failed seed to repair when no seed is correct (loop/runner.py)
-_REPAIR_ORDER = {"mismatch": 0, "runtime_error": 1, "rejected": 2, "timeout": 3, "crash": 4}
+from kernelskill.store.outcome import RoundRecord, repair_rank, verdict
 
 
 @dataclass
@@ -54,7 +52,7 @@ class Node:
 class TaskTree:
     roots: list[Node]
     source: str  # "run.db" or "history"
-    unproductive: list[dict] = field(default_factory=list)  # history lines that produced no kernel
+    unproductive: list[RoundRecord] = field(default_factory=list)  # history lines that produced no kernel
     note: str | None = None  # why the tree was rebuilt from the history
 
 
@@ -116,7 +114,7 @@ def _from_store(store: RunStore, results: BenchResults) -> dict[TreeKey, TaskTre
                 for c in candidates:
                     review = store.review_of(c.id)
                     if review is not None:
-                        verdicts[c.id] = "correct" if review.correct else (review.error_kind or "failed")
+                        verdicts[c.id] = verdict(review.correct, review.error_kind)
                         if not review.correct:
                             reasons[c.id] = _review_reason(review)
                 trees[tree_key(task)] = _tree(task, candidates, rounds, verdicts, store.decisions(row.id), reasons)
@@ -131,7 +129,7 @@ def _review_reason(review: ReviewRow) -> str:
 
 def _tree(task: TaskResult, candidates: Sequence[CandidateRow], rounds: dict, verdicts: dict[int, str],
           decisions: Sequence[DecisionRow], reasons: dict[int, str] | None = None) -> TaskTree:
-    history = {rec.get("label"): rec for rec in task.history if rec.get("label")}
+    history = {rec.label: rec for rec in task.history if rec.label}
     decision_of_round = {d.round_id: _decision(d) for d in decisions if d.round_id is not None}
     nodes: dict[int, Node] = {}
     for c in candidates:
@@ -170,20 +168,20 @@ def tree_from_history(task: TaskResult) -> TaskTree:
     roots: list[Node] = []
     base: Node | None = None
     failing: Node | None = None
-    seeds = [rec for rec in task.history if rec.get("round") == 0 and rec.get("label")]
+    seeds = [rec for rec in task.history if rec.round == 0 and rec.label]
     for rec in seeds:
         node = _node(rec)
         roots.append(node)
-        if "base" in (rec.get("promoted") or ""):
+        if "base" in (rec.promoted or ""):
             base = node
     if base is None and seeds:
         failed = [n for n in roots if n.verdict != "correct"]
-        failing = min(failed, key=lambda n: _REPAIR_ORDER.get(n.verdict or "", 9)) if failed else None
+        failing = min(failed, key=lambda n: repair_rank(n.verdict)) if failed else None
     for rec in task.history:
-        if rec.get("round") == 0 or not rec.get("label"):
+        if rec.round == 0 or not rec.label:
             continue
         node = _node(rec)
-        parent = failing if rec.get("branch") == "repair" else base if rec.get("branch") == "optimize" else None
+        parent = failing if rec.branch == "repair" else base if rec.branch == "optimize" else None
         (parent.children if parent is not None else roots).append(node)
         if node.verdict == "correct":
             failing = None
@@ -196,12 +194,10 @@ def tree_from_history(task: TaskResult) -> TaskTree:
     return TaskTree(roots=roots, source="history", unproductive=_unproductive(task))
 
 
-def _node(rec: dict) -> Node:
-    return Node(label=rec.get("label") or "", round=rec.get("round"), slot=rec.get("slot") or 0,
-                branch=rec.get("branch"), method=rec.get("method"), verdict=rec.get("verdict"),
-                speedup=rec.get("speedup"), promoted=rec.get("promoted"), reason=rec.get("reason") or "",
-                note=rec.get("note") or "")
+def _node(rec: RoundRecord) -> Node:
+    return Node(label=rec.label or "", round=rec.round, slot=rec.slot, branch=rec.branch, method=rec.method,
+                verdict=rec.verdict, speedup=rec.speedup, promoted=rec.promoted, reason=rec.reason, note=rec.note)
 
 
-def _unproductive(task: TaskResult) -> list[dict]:
-    return [rec for rec in task.history if not rec.get("label")]
+def _unproductive(task: TaskResult) -> list[RoundRecord]:
+    return [rec for rec in task.history if not rec.label]

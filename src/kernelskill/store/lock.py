@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kernelskill.errors import KernelSkillError
+from kernelskill.store.db import make_run_folder
 
 LOCK_NAME = "run.lock"
 
@@ -26,10 +27,7 @@ def hold_run_folder(run_dir: Path, *, create: bool, command: str) -> Iterator[Pa
     line: it may hold a --base-url with credentials)."""
     run_dir = Path(run_dir)
     if create:
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise KernelSkillError(f"cannot create the run folder {run_dir}: {exc.strerror or exc}") from None
+        make_run_folder(run_dir)
     elif not run_dir.is_dir():
         yield run_dir
         return

@@ -11,12 +11,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from kernelskill.store.outcome import Branch
+
 RunKind = Literal["optimize", "bench"]
 RunStatus = Literal["running", "finished", "interrupted", "failed"]
 TaskStatus = Literal["pending", "running", "finished", "failed"]
-Branch = Literal["seed", "repair", "optimize"]
 RoundStatus = Literal["running", "done", "failed", "abandoned"]
 Origin = Literal["seed", "repair", "optimize"]
+ReviewPurpose = Literal["verdict", "baseline"]  # baseline: the best kernel timed again against torch.compile
 
 
 class _Row(BaseModel):
@@ -91,13 +93,15 @@ class ReviewRow(_Row):
     stage_seconds: dict[str, float]
     result: dict  # the whole ReviewResult, as JSON
     created_at: datetime
+    purpose: ReviewPurpose = "verdict"
 
 
 class ProfileRow(_Row):
     candidate_id: int
     evidence: dict
     created_at: datetime
-    seconds: float | None = None
+    seconds: float | None = None  # the profile's own run
+    queue_seconds: float | None = None  # waiting for its device
 
 
 class DecisionRow(_Row):

@@ -3,36 +3,32 @@
 A run folder DIR holds DIR/run.db and DIR/kernels/<task>/<label>.py (every kernel source ever reviewed, also kept in
 the database). Every write commits at once, so a crash or a kill loses nothing already written and a run can be
 resumed from its last finished round. One connection serves all threads (seeds are generated concurrently) behind a
-lock; WAL mode and a busy timeout let several processes share the file.
+lock; WAL mode and a busy timeout let several processes share the file (db.py opens it; schema.py migrates it).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
 import sqlite3
 import threading
-import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar, get_args
-
-from pydantic import BaseModel
+from typing import Any
 
 from kernelskill import __version__
 from kernelskill.errors import KernelSkillError
-from kernelskill.store import schema
+from kernelskill.folders import write_atomically
+from kernelskill.store import db
+from kernelskill.store.db import RowT, safe_name
+from kernelskill.store.outcome import Branch
 from kernelskill.store.rows import (
-    Branch,
     CandidateRow,
     DecisionRow,
     LLMCallRow,
     Origin,
     ProfileRow,
+    ReviewPurpose,
     ReviewRow,
     RoundRow,
     RoundStatus,
@@ -45,15 +41,12 @@ from kernelskill.store.rows import (
 
 DB_NAME = "run.db"
 KERNELS_DIR = "kernels"
-BUSY_TIMEOUT_S = 10.0  # how long a writer waits for another process's transaction before giving up
 
 _ENDED_RUN = ("finished", "interrupted", "failed")
 _ENDED_TASK = ("finished", "failed")
 # ReviewResult fields copied into their own columns, so a run can be queried without parsing result_json
 _REVIEW_COLUMNS = ("stage", "error_kind", "error", "speedup", "ref_ms", "candidate_ms", "compile_ms",
                    "speedup_vs_compile")
-
-RowT = TypeVar("RowT", bound=BaseModel)
 
 
 class RunStore:
@@ -77,11 +70,7 @@ class RunStore:
             raise KernelSkillError(
                 f"{run_dir} already holds a run ({db_path}): pass --resume to continue it, or choose another --out"
             )
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise KernelSkillError(f"cannot create the run folder {run_dir}: {exc.strerror or exc}") from None
-        return cls(run_dir, _connect(db_path, create=True))
+        return cls(db.make_run_folder(run_dir), db.connect(db_path, create=True))
 
     @classmethod
     def open(cls, run_dir: Path) -> RunStore:
@@ -92,7 +81,7 @@ class RunStore:
             raise KernelSkillError(
                 f"no run store at {db_path}: nothing to resume; start a run with --out {run_dir}"
             )
-        return cls(run_dir, _connect(db_path, create=False))
+        return cls(run_dir, db.connect(db_path, create=False))
 
     def close(self) -> None:
         with self._lock:
@@ -112,12 +101,12 @@ class RunStore:
     # ---- runs
 
     def add_run(self, kind: RunKind, model: str, config: dict) -> int:
-        _check("run kind", kind, RunKind)
+        db.check("run kind", kind, RunKind)
         with self._write() as conn:
             return conn.execute(
                 "INSERT INTO runs (kind, created_at, status, model, config_json, kernelskill_version) "
                 "VALUES (?, ?, 'running', ?, ?, ?)",
-                (kind, _now(), model, _dumps(config), __version__),
+                (kind, db.now(), model, db.dumps(config), __version__),
             ).lastrowid
 
     def run(self, run_id: int) -> RunRow:
@@ -128,8 +117,8 @@ class RunStore:
 
     def set_run_status(self, run_id: int, status: RunStatus) -> None:
         """Set the status; an ended status stamps finished_at, 'running' (a resumed run) clears it."""
-        _check("run status", status, RunStatus)
-        finished_at = _now() if status in _ENDED_RUN else None
+        db.check("run status", status, RunStatus)
+        finished_at = db.now() if status in _ENDED_RUN else None
         self._update("runs", run_id, "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?",
                      (status, finished_at, run_id))
 
@@ -140,7 +129,7 @@ class RunStore:
             return conn.execute(
                 "INSERT INTO tasks (run_id, name, problem_path, problem_sha256, problem_source, status) "
                 "VALUES (?, ?, ?, ?, ?, 'pending')",
-                (run_id, name, problem_path, _sha256(problem_source), problem_source),
+                (run_id, name, problem_path, db.sha256(problem_source), problem_source),
             ).lastrowid
 
     def task(self, task_id: int) -> TaskRow:
@@ -159,14 +148,14 @@ class RunStore:
 
         The first 'running' stamps started_at; 'finished' or 'failed' stamps finished_at, any other status clears it.
         """
-        _check("task status", status, TaskStatus)
-        now = _now()
+        db.check("task status", status, TaskStatus)
+        now = db.now()
         self._update(
             "tasks", task_id,
             "UPDATE tasks SET status = ?, reason = ?, summary_json = COALESCE(?, summary_json), "
             "started_at = CASE WHEN ? = 'running' THEN COALESCE(started_at, ?) ELSE started_at END, "
             "finished_at = ? WHERE id = ?",
-            (status, reason, None if summary is None else _dumps(summary), status, now,
+            (status, reason, None if summary is None else db.dumps(summary), status, now,
              now if status in _ENDED_TASK else None, task_id),
         )
 
@@ -179,11 +168,11 @@ class RunStore:
     # ---- rounds
 
     def start_round(self, task_id: int, idx: int, branch: Branch) -> int:
-        _check("round branch", branch, Branch)
+        db.check("round branch", branch, Branch)
         with self._write() as conn:
             return conn.execute(
                 "INSERT INTO rounds (task_id, idx, branch, status, started_at) VALUES (?, ?, ?, 'running', ?)",
-                (task_id, idx, branch, _now()),
+                (task_id, idx, branch, db.now()),
             ).lastrowid
 
     def finish_round(
@@ -193,12 +182,12 @@ class RunStore:
         """Close a round. `state` is the loop's snapshot after it: what `last_state` hands a resumed run."""
         if status == "running":
             raise ValueError("finish_round needs an ended status ('done', 'failed' or 'abandoned'), not 'running'")
-        _check("round status", status, RoundStatus)
+        db.check("round status", status, RoundStatus)
         self._update(
             "rounds", round_id,
             "UPDATE rounds SET status = ?, method = ?, note = ?, outcome_json = ?, state_json = ?, finished_at = ? "
             "WHERE id = ?",
-            (status, method, note, _dumps_opt(outcome), _dumps_opt(state), _now(), round_id),
+            (status, method, note, db.dumps_opt(outcome), db.dumps_opt(state), db.now(), round_id),
         )
 
     def abandon_unfinished_rounds(self, task_id: int) -> int:
@@ -206,7 +195,7 @@ class RunStore:
         with self._write() as conn:
             return conn.execute(
                 "UPDATE rounds SET status = 'abandoned', finished_at = ? WHERE task_id = ? AND status = 'running'",
-                (_now(), task_id),
+                (db.now(), task_id),
             ).rowcount
 
     def rounds(self, task_id: int) -> list[RoundRow]:
@@ -235,7 +224,7 @@ class RunStore:
         row, so a label already taken fails before any file is touched. When two names sanitize to the same file
         name (or a folder holds several runs), the later file gets a numbered suffix; `path` says which it is.
         """
-        _check("candidate origin", origin, Origin)
+        db.check("candidate origin", origin, Origin)
         with self._write() as conn:
             task = conn.execute("SELECT name FROM tasks WHERE id = ?", (task_id,)).fetchone()
             if task is None:
@@ -249,10 +238,11 @@ class RunStore:
             candidate_id = conn.execute(
                 "INSERT INTO candidates (task_id, round_id, label, path, sha256, source, parent_id, origin, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (task_id, round_id, label, path, _sha256(source), source, parent_id, origin, _now()),
+                (task_id, round_id, label, path, db.sha256(source), source, parent_id, origin, db.now()),
             ).lastrowid
-            _write_atomically(self.run_dir / path, source.encode("utf-8"))
-            return _row(CandidateRow, conn.execute("SELECT * FROM candidates WHERE id = ?", (candidate_id,)).fetchone())
+            write_atomically(self.run_dir / path, source)
+            inserted = conn.execute("SELECT * FROM candidates WHERE id = ?", (candidate_id,)).fetchone()
+            return db.to_model(CandidateRow, inserted)
 
     def candidate(self, candidate_id: int) -> CandidateRow:
         return self._get("candidates", candidate_id, CandidateRow)
@@ -260,32 +250,39 @@ class RunStore:
     def candidates(self, task_id: int) -> list[CandidateRow]:
         return self._all(CandidateRow, "SELECT * FROM candidates WHERE task_id = ? ORDER BY id", (task_id,))
 
-    def add_review(self, candidate_id: int, result: dict) -> int:
+    def add_review(self, candidate_id: int, result: dict, *, purpose: ReviewPurpose = "verdict") -> int:
         """Record a review: `result` is `ReviewResult.model_dump(mode="json")`. Its headline fields get their own
-        columns (a missing key is NULL); the whole dict is kept as well."""
+        columns (a missing key is NULL); the whole dict is kept as well. A 'baseline' review (the kernel timed again
+        against torch.compile) counts in stage_totals but is not the kernel's verdict: review_of passes over it."""
+        db.check("review purpose", purpose, ReviewPurpose)
         missing = [key for key in ("correct", "compiled") if key not in result]
         if missing:
             raise ValueError(f"a review result needs {' and '.join(missing)}: got keys {sorted(result)}")
         with self._write() as conn:
             return conn.execute(
                 f"INSERT INTO reviews (candidate_id, correct, compiled, {', '.join(_REVIEW_COLUMNS)}, flags_json, "
-                f"stage_seconds_json, result_json, created_at) VALUES ({', '.join('?' * (len(_REVIEW_COLUMNS) + 7))})",
+                f"stage_seconds_json, result_json, created_at, purpose) "
+                f"VALUES ({', '.join('?' * (len(_REVIEW_COLUMNS) + 8))})",
                 (candidate_id, bool(result["correct"]), bool(result["compiled"]),
                  *(result.get(key) for key in _REVIEW_COLUMNS),
-                 _dumps(result.get("flags") or []), _dumps(result.get("stage_seconds") or {}), _dumps(result),
-                 _now()),
+                 db.dumps(result.get("flags") or []), db.dumps(result.get("stage_seconds") or {}), db.dumps(result),
+                 db.now(), purpose),
             ).lastrowid
 
     def review_of(self, candidate_id: int) -> ReviewRow | None:
-        """The candidate's latest review."""
-        return self._first(ReviewRow, "SELECT * FROM reviews WHERE candidate_id = ? ORDER BY id DESC LIMIT 1",
-                           (candidate_id,))
+        """The candidate's latest review that judged it (a baseline review does not)."""
+        return self._first(ReviewRow, "SELECT * FROM reviews WHERE candidate_id = ? AND purpose = 'verdict' "
+                           "ORDER BY id DESC LIMIT 1", (candidate_id,))
 
-    def add_profile(self, candidate_id: int, evidence: dict, seconds: float | None = None) -> int:
+    def add_profile(self, candidate_id: int, evidence: dict, seconds: float | None = None,
+                    queue_seconds: float | None = None) -> int:
+        """Record a profile: `evidence` is `Evidence.model_dump(mode="json")`; `seconds` its run, `queue_seconds`
+        its wait for a device."""
         with self._write() as conn:
             return conn.execute(
-                "INSERT INTO profiles (candidate_id, evidence_json, created_at, seconds) VALUES (?, ?, ?, ?)",
-                (candidate_id, _dumps(evidence), _now(), seconds),
+                "INSERT INTO profiles (candidate_id, evidence_json, created_at, seconds, queue_seconds) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (candidate_id, db.dumps(evidence), db.now(), seconds, queue_seconds),
             ).lastrowid
 
     def profile_of(self, candidate_id: int) -> ProfileRow | None:
@@ -305,7 +302,7 @@ class RunStore:
                 "INSERT INTO decisions (round_id, candidate_id, bottleneck, case_id, allowed_json, decision_json, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (round_id, candidate_id, decision["bottleneck"], decision.get("case"),
-                 _dumps(decision.get("allowed_methods") or []), _dumps(decision), _now()),
+                 db.dumps(decision.get("allowed_methods") or []), db.dumps(decision), db.now()),
             ).lastrowid
 
     def decisions(self, task_id: int) -> list[DecisionRow]:
@@ -332,9 +329,9 @@ class RunStore:
                 "INSERT INTO llm_calls (run_id, task_id, round_id, round_idx, slot, agent, attempt, messages_json, "
                 "reply, error, input_tokens, output_tokens, tokens_estimated, cost_usd, latency_s, attempts, model, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, task_id, round_id, round_idx, slot, agent, attempt, _dumps([_message(m) for m in messages]),
-                 reply, error, input_tokens, output_tokens, bool(tokens_estimated), cost_usd, latency_s, attempts,
-                 model, _now()),
+                (run_id, task_id, round_id, round_idx, slot, agent, attempt,
+                 db.dumps([db.message(m) for m in messages]), reply, error, input_tokens, output_tokens,
+                 bool(tokens_estimated), cost_usd, latency_s, attempts, model, db.now()),
             ).lastrowid
 
     def llm_calls(self, *, run_id: int | None = None, task_id: int | None = None) -> list[LLMCallRow]:
@@ -374,20 +371,31 @@ class RunStore:
 
     def stage_totals(self, task_id: int) -> dict[str, float]:
         """Where the task's evaluation seconds went: the reviews' stages summed (queue, prebuild, start, load,
-        compile, verify, time, and their wall clock as review_wall) plus the profiles' seconds as profile."""
+        compile, verify, time, and their wall clock as review_wall), baseline reviews included, plus the profiles'
+        seconds as profile and their waits for a device as queue. The one place a task's seconds are added up."""
         totals: dict[str, float] = {}
         with self._read() as conn:
             reviews = conn.execute(
                 "SELECT r.stage_seconds_json FROM reviews r JOIN candidates c ON c.id = r.candidate_id "
                 "WHERE c.task_id = ?", (task_id,)).fetchall()
-            profile_s = conn.execute(
-                "SELECT COALESCE(SUM(p.seconds), 0), COUNT(p.seconds) FROM profiles p "
-                "JOIN candidates c ON c.id = p.candidate_id WHERE c.task_id = ?", (task_id,)).fetchone()
+            profiles = conn.execute(
+                "SELECT p.seconds, p.queue_seconds FROM profiles p JOIN candidates c ON c.id = p.candidate_id "
+                "WHERE c.task_id = ?", (task_id,)).fetchall()
         for (text,) in reviews:
-            add_stage_seconds(totals, json.loads(text or "{}"))
-        if profile_s[1]:
-            totals["profile"] = float(profile_s[0])
+            _add_stage_seconds(totals, json.loads(text or "{}"))
+        for seconds, queued in profiles:
+            _add_stage_seconds(totals, {k: v for k, v in (("profile", seconds), ("queue", queued)) if v is not None})
         return {k: round(v, 3) for k, v in sorted(totals.items())}
+
+    def success_by_rules(self, task_id: int) -> tuple[bool | None, bool | None]:
+        """Whether any kernel of the task was correct under strict and under kernelbench rules, from each kernel's
+        verdict review; (None, None) when no review recorded its policy verdicts."""
+        policies = [r.result.get("policy") for c in self.candidates(task_id)
+                    if (r := self.review_of(c.id)) is not None]
+        policies = [p for p in policies if p]
+        if not policies:
+            return None, None
+        return any(p["correct_strict"] for p in policies), any(p["correct_kernelbench"] for p in policies)
 
     def export_transcript(self, task_id: int, path: Path) -> int:
         """Write the task's answered calls as a replay transcript (JSON Lines, read by `replay:PATH`); return how
@@ -414,9 +422,7 @@ class RunStore:
                 messages=json.loads(row["messages_json"]),
             )
             lines.append(json.dumps(entry, ensure_ascii=False) + "\n")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(path, "".join(lines).encode("utf-8"))
+        write_atomically(Path(path), "".join(lines))
         return len(lines)
 
     # ---- plumbing
@@ -454,123 +460,16 @@ class RunStore:
     def _first(self, model: type[RowT], sql: str, params: tuple) -> RowT | None:
         with self._read() as conn:
             row = conn.execute(sql, params).fetchone()
-        return None if row is None else _row(model, row)
+        return None if row is None else db.to_model(model, row)
 
     def _all(self, model: type[RowT], sql: str, params: tuple) -> list[RowT]:
         with self._read() as conn:
             rows = conn.execute(sql, params).fetchall()
-        return [_row(model, row) for row in rows]
+        return [db.to_model(model, row) for row in rows]
 
 
-def add_stage_seconds(totals: dict[str, float], seconds: dict[str, float] | None) -> None:
-    """Add one review's stage seconds into `totals`; its wall clock counts as `review_wall`."""
+def _add_stage_seconds(totals: dict[str, float], seconds: dict[str, float] | None) -> None:
+    """Add one evaluation's stage seconds into `totals`; a review's wall clock counts as `review_wall`."""
     for stage, value in (seconds or {}).items():
         key = "review_wall" if stage == "wall" else stage
         totals[key] = totals.get(key, 0.0) + float(value)
-
-
-def _connect(db_path: Path, *, create: bool) -> sqlite3.Connection:
-    """Open the database, set it up (WAL, foreign keys, busy timeout) and bring its schema up to date."""
-    uri = f"file:{urllib.parse.quote(str(db_path.resolve()))}?mode={'rwc' if create else 'rw'}"
-    try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
-    except sqlite3.Error as exc:
-        raise _open_error(db_path, exc) from None
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        journal = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if journal.lower() != "wal":
-            raise KernelSkillError(
-                f"the run store {db_path} cannot use SQLite's WAL journal (it stayed in {journal!r} mode), which "
-                "crash safety and concurrent writers need: put the run folder on a local disk"
-            )
-        conn.execute("PRAGMA synchronous = NORMAL")  # with WAL: a crash never corrupts, a power cut may lose the last
-        if not create:
-            _check_intact(conn, db_path)
-        schema.apply_migrations(conn, db_path)
-    except sqlite3.Error as exc:
-        conn.close()
-        raise _open_error(db_path, exc) from None
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _check_intact(conn: sqlite3.Connection, db_path: Path) -> None:
-    """Refuse a store damaged inside a page (a disk error, a copy cut short): its header opens fine, and the damage
-    would surface later as "database disk image is malformed" from whichever query reads that page, mid-run.
-    quick_check reads every page once (milliseconds for a run store of a few MB)."""
-    found = [row[0] for row in conn.execute("PRAGMA quick_check(3)").fetchall()]
-    if found != ["ok"]:
-        lines = [" ".join(line.split()) for text in found for line in text.splitlines() if not line.startswith("***")]
-        raise KernelSkillError(
-            f"the run store {db_path} is damaged ({'; '.join(lines)[:300]}): move the run folder away and start a "
-            "new run with another --out (its kernels/ and summary files stay readable)"
-        )
-
-
-def _open_error(db_path: Path, exc: sqlite3.Error) -> KernelSkillError:
-    name = getattr(exc, "sqlite_errorname", "")
-    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "not a database" in str(exc) or "malformed" in str(exc):
-        return KernelSkillError(
-            f"{db_path} is not a kernelskill run store, or it is damaged ({exc}): move it away, or choose another "
-            "--out for a new run"
-        )
-    return KernelSkillError(f"cannot open the run store {db_path}: {exc}")
-
-
-def _row(model: type[RowT], row: sqlite3.Row) -> RowT:
-    """A row as its model: each `*_json` column decoded and named without the suffix."""
-    values = {}
-    for key, value in zip(row.keys(), row):
-        if key.endswith("_json"):
-            key, value = key.removesuffix("_json"), None if value is None else json.loads(value)
-        values[key] = value
-    return model.model_validate(values)
-
-
-def _check(what: str, value: str, allowed_type: Any) -> None:
-    allowed = get_args(allowed_type)
-    if value not in allowed:
-        raise ValueError(f"{what} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
-
-
-def _message(message: Any) -> dict:
-    """A chat message as a plain dict (callers may hand over `Message` models)."""
-    return message.model_dump(mode="json") if isinstance(message, BaseModel) else dict(message)
-
-
-def safe_name(name: str) -> str:
-    """A file name made of [A-Za-z0-9._-] that cannot climb out of its folder ('.', '..') or hide (a leading dot)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:100]
-    return "_" + safe if not safe or safe.startswith(".") else safe
-
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    """Write a temporary file next to `target`, then rename it over: a reader never sees half a file."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _dumps_opt(value: Any) -> str | None:
-    return None if value is None else _dumps(value)

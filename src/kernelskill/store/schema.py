@@ -143,6 +143,13 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE profiles ADD COLUMN seconds REAL;
     """,
+    # 3: every evaluation's seconds in the store, so a task's stage totals come from one place: how long a profile
+    # waited for its device, and reviews that are not a kernel's verdict (the best kernel timed again against
+    # torch.compile for `bench --baseline compile`), which review_of() passes over. purpose: 'verdict' | 'baseline'.
+    """
+    ALTER TABLE profiles ADD COLUMN queue_seconds REAL;
+    ALTER TABLE reviews ADD COLUMN purpose TEXT NOT NULL DEFAULT 'verdict';
+    """,
 ]
 
 

@@ -1,0 +1,437 @@
+"""Where a candidate is evaluated, and what comes back: the one module to read for that.
+
+The loop (runner.py) asks its task's Evaluator three things, and records every answer in the run store:
+
+    review(problem, candidate, settings, log_dir)  -> ReviewResult   compile, verify, time (review/reviewer.py)
+    prebuild(problem, candidate, settings, log_dir) -> Prebuilt|None  build CUDA sources on CPU cores first
+    profile(problem, candidate_path, kb, keep)      -> Profiled       Nsight Compute + PyTorch profiler
+                                                                      (memory/collect.py), for the decision policy
+
+Each evaluation runs in a worker process of its own (review/sandbox.py) with a device to itself, since timing needs
+the GPU alone. An evaluator decides which device and makes the evaluation wait for it; the time it waited comes back
+as the stage `queue` (ReviewResult.stage_seconds, Profiled.stage_seconds), which the loop stores with the rest, so a
+task's seconds by stage are added up in one place (RunStore.stage_totals).
+
+    LocalEvaluator   this machine's device, one evaluation at a time                       `kernelskill optimize`
+    PooledEvaluator  this machine's GPUs, one evaluation per GPU; its worker sees that GPU  `kernelskill bench`
+    RayEvaluator     one GPU (or CPU) of some node of a Ray cluster: the evaluation runs    `bench --ray ADDRESS`
+                     there as it would here, its result and full log come back and land in
+                     this machine's run folder (bench/cluster.py connects and checks nodes)
+
+A review never raises for a bad candidate (that is a verdict); a KernelSkillError is the user's to fix (a malformed
+problem file), and an EvaluationLost is an evaluation Ray could not finish on any attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from kernelskill.candidate import Candidate
+from kernelskill.errors import KernelSkillError
+from kernelskill.folders import write_atomically
+from kernelskill.loop.settings import LoopSettings
+from kernelskill.memory.evidence import Evidence
+from kernelskill.review.results import ReviewResult
+from kernelskill.settings import ReviewSettings
+
+if TYPE_CHECKING:
+    from kernelskill.memory.knowledge import KnowledgeBase
+    from kernelskill.memory.profiling import ProfileSettings
+    from kernelskill.review.reviewer import Prebuilt
+
+# what runs in the worker, replaceable (tests: scripted ones); the defaults are review/reviewer.py's and
+# memory/collect.py's own functions
+Reviewer = Callable[..., ReviewResult]  # (problem, candidate, settings, log_dir=, env=)
+Prebuilder = Callable[[Path, Candidate, ReviewSettings, Path], "Prebuilt | None"]
+Profiler = Callable[[Path, Path, "KnowledgeBase", "ProfileSettings"], Evidence]
+
+RETRIES = 3  # Ray: re-runs of an evaluation whose worker process or node died
+
+
+@dataclass
+class Profiled:
+    """A profile's evidence, and its seconds: "profile" (the run itself) and "queue" (waiting for a device)."""
+
+    evidence: Evidence
+    stage_seconds: dict[str, float]
+
+
+class Evaluator(Protocol):
+    """Runs a task's evaluations somewhere. Every method may be called from several threads at once."""
+
+    device: str  # "cuda" or "cpu": what candidates run on
+    slots: int  # evaluations that can run at the same time
+
+    def review(self, problem: Path, candidate: Candidate, settings: ReviewSettings, log_dir: Path) -> ReviewResult:
+        """Compile, verify and time the candidate; its worker log lands in `log_dir`, its wait in stage `queue`."""
+
+    def prebuild(self, problem: Path, candidate: Candidate, settings: ReviewSettings,
+                 log_dir: Path) -> Prebuilt | None:
+        """Build a CUDA candidate into the build cache before it waits for a device (None: nothing to build here);
+        a Prebuilt that holds a result did not compile, a verdict that needs no device."""
+
+    def profile(self, problem: Path, candidate: Path, kb: KnowledgeBase, keep: Path) -> Profiled:
+        """Profile the candidate file; its driver, logs, ncu report and CSV are kept in `keep`."""
+
+    def cannot_profile(self) -> str | None:
+        """What profile() needs that is missing here (said after "--profile on needs"), or None when it can run."""
+
+    def device_name(self) -> str | None:
+        """The device as the agents are told of it ("NVIDIA H200", "cpu (Triton interpreter)")."""
+
+    def describe(self) -> str:
+        """Where evaluations go, for the start of a run ("" for this machine)."""
+
+    def placement(self) -> dict:
+        """Where evaluations go, for the run's config in the store."""
+
+    def close(self) -> None:
+        """Let go of what the evaluator holds (a Ray connection it opened)."""
+
+
+class EvaluationLost(RuntimeError):
+    """An evaluation that Ray could not finish on any attempt: the task fails, the run goes on."""
+
+
+def check_backend(device: str, backend: str) -> None:
+    if device == "cpu" and backend == "cuda":
+        raise KernelSkillError(
+            "--backend cuda needs a GPU: on this machine CUDA kernels can be compile-checked but never run, so no "
+            "candidate could be verified. Use --backend triton (Triton's interpreter runs kernels on the CPU) or run "
+            "on a machine with an NVIDIA GPU."
+        )
+
+
+def wants_profiles(loop: LoopSettings, evaluator: Evaluator) -> bool:
+    """Whether the loop profiles each base: --profile auto when the evaluator can, on insists, off never; without
+    the long-term memory no decision reads a profile."""
+    if loop.profile == "off" or not loop.long_term_memory:
+        return False
+    missing = evaluator.cannot_profile()
+    if missing is not None and loop.profile == "on":
+        raise KernelSkillError(f"--profile on needs {missing}")
+    return missing is None
+
+
+def device_name_of(device: str) -> str | None:
+    if device != "cuda":
+        return "cpu (Triton interpreter)"
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def _settle(requested: str, backend: str) -> str:
+    """The device this machine evaluates on; a CUDA backend starts preparing its builds in the background."""
+    from kernelskill.review.reviewer import prepare_builds, resolve_device
+
+    device = resolve_device(requested)
+    if device == "cuda" and backend == "cuda":
+        prepare_builds()
+    return device
+
+
+def local_evaluator(requested_device: str, backend: str) -> LocalEvaluator:
+    return LocalEvaluator(_settle(requested_device, backend))
+
+
+def pooled_evaluator(requested_device: str, backend: str, gpus: list[str] | None) -> PooledEvaluator:
+    """The given GPUs of this machine (None: every visible one), or its CPU as one slot."""
+    device = _settle(requested_device, backend)
+    if device == "cuda" and gpus is None:
+        import torch
+
+        gpus = [str(i) for i in range(torch.cuda.device_count())]
+    return PooledEvaluator(device, gpus if device == "cuda" else None)
+
+
+# ---- this machine ------------------------------------------------------------------------------------------------
+
+
+class _Devices:
+    """One evaluation per device at a time: an evaluation takes a device and gives it back when it ends."""
+
+    def __init__(self, gpus: list[str] | None) -> None:
+        self.gpus = list(gpus or [])  # empty: the one device as this process sees it
+        self._free: queue.Queue[str | None] = queue.Queue()
+        for gpu in self.gpus or [None]:
+            self._free.put(gpu)
+
+    @contextmanager
+    def take(self) -> Iterator[tuple[dict[str, str], float]]:
+        """(the worker's environment, seconds waited for the device)."""
+        queued = time.monotonic()
+        gpu = self._free.get()
+        try:
+            yield ({} if gpu is None else {"CUDA_VISIBLE_DEVICES": gpu}), time.monotonic() - queued
+        finally:
+            self._free.put(gpu)
+
+
+class _ThisMachine:
+    def __init__(self, device: str, gpus: list[str] | None, *, reviewer: Reviewer | None = None,
+                 prebuilder: Prebuilder | None = None, profiler: Profiler | None = None) -> None:
+        """A scripted `reviewer` gets no real builds ahead; a given `profiler` runs wherever it is asked to."""
+        from kernelskill.review.reviewer import prebuild, review
+
+        self.device = device
+        self._devices = _Devices(gpus)
+        self.slots = max(1, len(self._devices.gpus))
+        self._review = reviewer or review
+        self._prebuild = prebuilder or (prebuild if reviewer is None else None)
+        self._profiler = profiler
+
+    def review(self, problem: Path, candidate: Candidate, settings: ReviewSettings, log_dir: Path) -> ReviewResult:
+        with self._devices.take() as (env, waited):
+            result = self._review(problem, candidate, settings, log_dir=log_dir, env=env)
+        result.stage_seconds["queue"] = round(result.stage_seconds.get("queue", 0.0) + waited, 3)
+        return result
+
+    def prebuild(self, problem: Path, candidate: Candidate, settings: ReviewSettings,
+                 log_dir: Path) -> Prebuilt | None:
+        return self._prebuild(problem, candidate, settings, log_dir) if self._prebuild else None
+
+    def profile(self, problem: Path, candidate: Path, kb: KnowledgeBase, keep: Path) -> Profiled:
+        from kernelskill.memory.collect import profile_candidate
+        from kernelskill.memory.profiling import ProfileSettings
+
+        run = self._profiler or profile_candidate
+        with self._devices.take() as (env, waited):
+            started = time.monotonic()
+            evidence = run(problem, candidate, kb, ProfileSettings(keep_dir=keep, env=env or None))
+            seconds = time.monotonic() - started
+        return Profiled(evidence, {"profile": round(seconds, 3), "queue": round(waited, 3)})
+
+    def cannot_profile(self) -> str | None:
+        if self._profiler is not None:
+            return None
+        from kernelskill.memory.profiling import find_ncu
+
+        if self.device != "cuda":
+            return "a GPU; on the CPU the decision rests on code features alone"
+        if find_ncu("ncu") is None:
+            return ("Nsight Compute: put `ncu` on PATH (it ships with the CUDA toolkit), or use --profile auto to "
+                    "decide on code features when it is missing")
+        return None
+
+    def device_name(self) -> str | None:
+        return device_name_of(self.device)
+
+    def describe(self) -> str:
+        return ""
+
+    def placement(self) -> dict:
+        return {"gpus": self._devices.gpus or None}
+
+    def close(self) -> None:
+        pass
+
+
+class LocalEvaluator(_ThisMachine):
+    """This machine's device, one evaluation at a time; the worker sees the device as this process does."""
+
+    def __init__(self, device: str, **replace) -> None:
+        super().__init__(device, None, **replace)
+
+
+class PooledEvaluator(_ThisMachine):
+    """These GPUs of this machine (indices "0", "1" …; None: the CPU, one slot), one evaluation per GPU at a time;
+    each worker sees only its GPU (CUDA_VISIBLE_DEVICES)."""
+
+    def __init__(self, device: str, gpus: list[str] | None, **replace) -> None:
+        super().__init__(device, gpus, **replace)
+
+
+# ---- a Ray cluster -----------------------------------------------------------------------------------------------
+# Nothing travels as a path, since nodes do not share a disk: problem and candidate go as source text, settings as
+# JSON, and the remote side rebuilds them. Ray re-runs an evaluation whose worker process or node died
+# (`max_retries`); an exception raised by the evaluation itself is a real error and is not retried.
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: str
+    address: str
+    hostname: str
+    cpus: int
+    gpus: int
+    kernelskill: str | None = None
+    torch: str | None = None
+    ncu: bool = False
+
+    def line(self) -> str:
+        return (f"node {self.address} ({self.hostname}): {self.gpus} GPU(s), {self.cpus} CPU(s), kernelskill "
+                f"{self.kernelskill}, torch {self.torch}, ncu {'found' if self.ncu else 'missing'}")
+
+
+class RayEvaluator:
+    """Places evaluations on the cluster, one GPU (or CPU) each, and brings their results and logs back. Made by
+    bench/cluster.py connect()."""
+
+    def __init__(self, ray, address: str, nodes: list[Node], device: str, owned: bool) -> None:
+        self.ray, self.address, self.nodes, self.device, self._owned = ray, address, nodes, device, owned
+        # one GPU per evaluation, as locally: timing needs the GPU to itself
+        resources = {"num_gpus": 1} if device == "cuda" else {"num_cpus": 1}
+        options = dict(max_retries=RETRIES, retry_exceptions=False, **resources)
+        self._review = ray.remote(**options)(_remote_review)
+        self._profile = ray.remote(**options)(_remote_profile)
+
+    @property
+    def gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    @property
+    def slots(self) -> int:
+        return max(1, self.gpus if self.device == "cuda" else sum(n.cpus for n in self.nodes))
+
+    def review(self, problem: Path, candidate: Candidate, settings: ReviewSettings, log_dir: Path) -> ReviewResult:
+        problem = Path(problem)
+        sent = {"source": candidate.source, "path": str(candidate.path) if candidate.path else None,
+                "backend": candidate.backend, "kernel_names": list(candidate.kernel_names),
+                "syntax_error": candidate.syntax_error}
+        label = f"review {problem.stem}" + (f" {candidate.path.name}" if candidate.path else "")  # its title
+        out = self._run(self._review.options(name=label), str(problem), problem.read_text(), sent,
+                        settings.model_dump_json())
+        log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kernelskill-review-"))
+        log_path = write_atomically(log_dir / "worker.log", f"[kernelskill] {_placed(out)}\n{out['log']}")
+        write_atomically(log_dir / "placement.json", json.dumps(_placement(out), indent=2) + "\n")
+        result = ReviewResult.model_validate(out["result"])
+        result.stage_seconds["queue"] = round(result.stage_seconds.get("queue", 0.0) + out["queue_s"], 3)
+        return result.model_copy(update={"log_path": str(log_path)})
+
+    def prebuild(self, problem: Path, candidate: Candidate, settings: ReviewSettings, log_dir: Path) -> None:
+        return None  # the build cache is per machine: a node builds for itself
+
+    def profile(self, problem: Path, candidate: Path, kb: KnowledgeBase, keep: Path) -> Profiled:
+        problem, candidate = Path(problem), Path(candidate)
+        out = self._run(self._profile.options(name=f"profile {problem.stem} {candidate.name}"),
+                        problem.name, problem.read_text(), candidate.name, candidate.read_text(), kb)
+        for name, data in out["files"].items():
+            write_atomically(keep / name, data)
+        write_atomically(keep / "placement.json", json.dumps(_placement(out), indent=2) + "\n")
+        text = out["evidence"]  # name this machine's copies, not the node's scratch files
+        for remote, local in ((out["paths"]["keep"], keep), (out["paths"]["candidate"], candidate),
+                              (out["paths"]["problem"], problem)):
+            text = text.replace(json.dumps(remote)[1:-1], json.dumps(str(local))[1:-1])
+        return Profiled(Evidence.model_validate_json(text), {"profile": out["seconds"], "queue": out["queue_s"]})
+
+    def cannot_profile(self) -> str | None:
+        if self.device != "cuda":
+            return "a GPU; on the CPU the decision rests on code features alone"
+        gpu_nodes = [n for n in self.nodes if n.gpus]
+        if not (gpu_nodes and all(n.ncu for n in gpu_nodes)):
+            return "Nsight Compute (`ncu` on PATH) on every GPU node of the Ray cluster"
+        return None
+
+    def device_name(self) -> str | None:
+        return device_name_of(self.device)
+
+    def describe(self) -> str:
+        each = "one GPU" if self.device == "cuda" else "one CPU"
+        head = (f"Ray cluster at {self.address}: {len(self.nodes)} node(s), {self.gpus} GPU(s), "
+                f"{sum(n.cpus for n in self.nodes)} CPU(s); each evaluation takes {each} (device {self.device})")
+        return "\n".join([head] + [f"  {n.line()}" for n in self.nodes])
+
+    def placement(self) -> dict:
+        return {"gpus": None, "placement": "ray",
+                "ray": {"address": self.address, "retries": RETRIES, "nodes": [asdict(n) for n in self.nodes]}}
+
+    def _run(self, fn, *args) -> dict:
+        """Submit, wait, and count as queue time whatever was not the evaluation itself (waiting for a free GPU,
+        placement, transfers, and any attempt lost to a dead worker). Measured as the driver's wall time less the
+        remote run's own, so the clocks of different machines are never compared."""
+        ray = self.ray
+        submitted = time.monotonic()
+        try:
+            out = ray.get(fn.remote(*args))
+        except ray.exceptions.RayTaskError as exc:  # raised by the evaluation itself, with the remote traceback
+            if isinstance(exc.cause, KernelSkillError):  # e.g. a malformed problem file: the user's to fix
+                raise exc.cause from None
+            raise
+        except ray.exceptions.RayError as exc:  # its worker or node died on every attempt
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise EvaluationLost(f"the evaluation's Ray worker or node died {RETRIES + 1} times; the last time: "
+                                 f"{type(exc).__name__}: {first}") from exc
+        out["queue_s"] = round(max(0.0, time.monotonic() - submitted - out["seconds"]), 3)
+        return out
+
+    def close(self) -> None:
+        if self._owned and self.ray.is_initialized():
+            self.ray.shutdown()
+
+
+def _placement(out: dict) -> dict:
+    return {**out["where"], "queue_s": out["queue_s"], "evaluation_s": round(out["seconds"], 3)}
+
+
+def _placed(out: dict) -> str:
+    w = out["where"]
+    gpus = f"GPU {','.join(w['gpu_ids'])}" if w["gpu_ids"] else "no GPU"
+    return (f"evaluated on Ray node {w['node_address']} ({w['hostname']}, node {w['node_id'][:12]}), worker pid "
+            f"{w['worker_pid']}, {gpus}; queued {out['queue_s']:.2f} s")
+
+
+# What runs on a Ray worker: plain module-level functions, which Ray ships by reference (module and name), so each
+# worker imports this module.
+
+
+def where_am_i() -> dict:
+    """Where this evaluation runs: the node, the worker process and the GPUs Ray gave it."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return {"node_id": ctx.get_node_id(), "node_address": ray.util.get_node_ip_address(),
+            "hostname": socket.gethostname(), "worker_id": ctx.get_worker_id(), "worker_pid": os.getpid(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
+
+def _gpu_env() -> dict[str, str]:
+    # Ray sets CUDA_VISIBLE_DEVICES to the GPU it assigned; naming it explicitly keeps a warm review worker that
+    # sees another GPU (an earlier task's) from serving this one
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+
+
+def _remote_review(problem_path: str, problem_source: str, candidate: dict, settings_json: str) -> dict:
+    start = time.monotonic()
+    from kernelskill.problem import Problem
+    from kernelskill.review.reviewer import review
+
+    path = Path(problem_path)  # the driver's path: only a name in messages here
+    problem = Problem(path=path, source=problem_source, name=path.stem)
+    cand = Candidate(source=candidate["source"], path=Path(candidate["path"]) if candidate["path"] else None,
+                     backend=candidate["backend"], kernel_names=tuple(candidate["kernel_names"]),
+                     syntax_error=candidate["syntax_error"])
+    settings = ReviewSettings.model_validate_json(settings_json)
+    with tempfile.TemporaryDirectory(prefix="kernelskill-ray-") as tmp:
+        result = review(problem, cand, settings, log_dir=Path(tmp), env=_gpu_env())
+        log = Path(tmp) / "worker.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+    return {"result": result.model_dump(mode="json"), "log": text, "where": where_am_i(),
+            "seconds": time.monotonic() - start}
+
+
+def _remote_profile(problem_name: str, problem_source: str, candidate_name: str, candidate_source: str, kb) -> dict:
+    start = time.monotonic()
+    from kernelskill.memory.collect import profile_candidate
+    from kernelskill.memory.profiling import ProfileSettings
+
+    with tempfile.TemporaryDirectory(prefix="kernelskill-ray-") as tmp:
+        problem, candidate, keep = Path(tmp) / problem_name, Path(tmp) / candidate_name, Path(tmp) / "profile"
+        problem.write_text(problem_source)
+        candidate.write_text(candidate_source)
+        evidence = profile_candidate(problem, candidate, kb, ProfileSettings(keep_dir=keep, env=_gpu_env()))
+        files = {p.name: p.read_bytes() for p in keep.iterdir() if p.is_file()}
+    return {"evidence": evidence.model_dump_json(), "files": files, "where": where_am_i(),
+            "paths": {"keep": str(keep), "candidate": str(candidate), "problem": str(problem)},
+            "seconds": time.monotonic() - start}

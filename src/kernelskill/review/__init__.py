@@ -1,0 +1,21 @@
+"""The Reviewer: does a candidate compile, is it correct, how fast is it against PyTorch eager, and did it cheat.
+
+A map of the package, in the order a review goes through it:
+
+- the reviewer (reviewer.py): `review()` and `prebuild()`, the one entry point; it runs the static checks, sends a
+  request to a worker and composes the worker's messages into a `ReviewResult`. Where a review runs (which device,
+  this machine or a cluster) is decided above this package, by kernelskill.loop.evaluator.
+- static checks (static_checks.py): what is refused before anything runs (monkey-patching, frame access, threads,
+  fallbacks to the reference), and what only the strict rules refuse.
+- the sandbox (sandbox.py): worker processes with a clean environment, a time limit per stage, warm reuse, and a
+  crash or hang that costs one candidate, never the run.
+- the worker (worker.py): inside that process, the stages load → compile → verify → time.
+- guards (guards.py): what holds the verdict against an adversarial candidate at run time (integrity of the
+  harness's functions, poisoned freed memory, plain output tensors, which kernels and ops a forward ran).
+- comparing and timing (compare.py, timing.py): outputs against the reference; do_bench-style timing with rotated
+  inputs, an L2 flush and a device-wide sync.
+- results (results.py, render.py, logs.py): the typed result of each stage and of the review, rendered for people
+  and machines, with logs trimmed to the lines that matter.
+- CUDA building: compiling `load_inline` candidates (inline_args.py reads their arguments as torch does), checking
+  them where no GPU can run them, and the on-disk build cache with its `kernelskill cache` command.
+"""

@@ -16,6 +16,7 @@ A map of the package, in the order a review goes through it:
   inputs, an L2 flush and a device-wide sync.
 - results (results.py, render.py, logs.py): the typed result of each stage and of the review, rendered for people
   and machines, with logs trimmed to the lines that matter.
-- CUDA building: compiling `load_inline` candidates (inline_args.py reads their arguments as torch does), checking
-  them where no GPU can run them, and the on-disk build cache with its `kernelskill cache` command.
+- CUDA building (cuda/): compiling `load_inline` candidates with one stand-in for torch's (cuda/inline.py: run on
+  the GPU, check where no GPU can run them, build ahead in a prebuild), the object and extension cache
+  (cuda/cache.py) and its `kernelskill cache` command (cache_cli.py); cuda/__init__.py maps the rest.
 """

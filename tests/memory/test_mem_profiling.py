@@ -61,15 +61,16 @@ class ModelNew(nn.Module):
         return y.clamp_min(0) * self.scale
 '''
 
-# The fake ncu logs its arguments and the names of its environment variables, then behaves as FAKE_NCU_MODE says.
+# The fake ncu logs its arguments and the names of its environment variables, then behaves as
+# KERNELSKILL_FAKE_NCU_MODE says (KERNELSKILL_ variables pass the sandbox's allowlist).
 FAKE_NCU = f"""#!{sys.executable}
 import json, os, sys, time
 args = sys.argv[1:]
-with open(os.environ["FAKE_LOG"], "a") as log:
+with open(os.environ["KERNELSKILL_FAKE_LOG"], "a") as log:
     log.write(json.dumps({{"args": args, "env": sorted(os.environ)}}) + "\\n")
-mode = os.environ.get("FAKE_NCU_MODE", "ok")
+mode = os.environ.get("KERNELSKILL_FAKE_NCU_MODE", "ok")
 if "--import" in args:
-    sys.stdout.write(open(os.environ["FAKE_NCU_CSV"]).read())
+    sys.stdout.write(open(os.environ["KERNELSKILL_FAKE_NCU_CSV"]).read())
     sys.exit(0)
 if mode == "hang":
     time.sleep(60)
@@ -94,9 +95,9 @@ FAKE_PYTHON = f"""#!{sys.executable}
 import json, os, sys
 program, mode = sys.argv[1], sys.argv[2]
 compile(open(program).read(), program, "exec")  # the written driver must at least be valid Python
-with open(os.environ["FAKE_LOG"], "a") as log:
+with open(os.environ["KERNELSKILL_FAKE_LOG"], "a") as log:
     log.write(json.dumps({{"args": sys.argv[1:], "env": sorted(os.environ)}}) + "\\n")
-if os.environ.get("FAKE_PY_MODE") == "crash":
+if os.environ.get("KERNELSKILL_FAKE_PY_MODE") == "crash":
     print("Traceback (most recent call last):\\nRuntimeError: boom in ModelNew.forward", file=sys.stderr)
     sys.exit(2)
 if mode == "profile":
@@ -127,9 +128,9 @@ def fakes(tmp_path, monkeypatch):
     executable(bin_dir / "ncu", FAKE_NCU)
     python = executable(bin_dir / "python", FAKE_PYTHON)
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
-    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls.jsonl"))
-    monkeypatch.setenv("FAKE_NCU_CSV", str(NCU_DATA / "h200" / "streaming_elementwise.csv"))
-    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("KERNELSKILL_FAKE_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_CSV", str(NCU_DATA / "h200" / "streaming_elementwise.csv"))
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_MODE", "ok")
     monkeypatch.setenv("MY_SERVICE_API_KEY", "do-not-leak")
     monkeypatch.setenv("GITHUB_TOKEN", "do-not-leak")
     monkeypatch.setenv("DB_PASSWORD", "do-not-leak")
@@ -276,7 +277,7 @@ def test_profile_without_keep_dir_leaves_nothing_behind(kb, files, fakes):
 def test_ncu_problems_are_stated_and_the_policy_runs_on_what_remains(kb, files, fakes, monkeypatch, mode, status,
                                                                      words):  # fmt: skip
     python, _ = fakes
-    monkeypatch.setenv("FAKE_NCU_MODE", mode)
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_MODE", mode)
     ev = profile_candidate(*files, kb, ProfileSettings(python=python, ncu_timeout_s=1))
     assert ev.ncu_status == status and words in ev.ncu_note and ev.ncu is None
     assert ev.profiler is not None  # the plain run still counts
@@ -299,7 +300,7 @@ def test_ncu_missing_is_stated_and_a_decision_still_comes_out(kb, files, fakes):
 
 def test_a_candidate_that_does_not_run_is_not_given_to_ncu(kb, files, fakes, monkeypatch):
     python, log = fakes
-    monkeypatch.setenv("FAKE_PY_MODE", "crash")
+    monkeypatch.setenv("KERNELSKILL_FAKE_PY_MODE", "crash")
     ev = profile_candidate(*files, kb, ProfileSettings(python=python))
     assert ev.profiler is None and "did not run (exit 2)" in ev.profiler_note and "boom" in ev.profiler_note
     assert ev.ncu_status == "failed" and ev.ncu_note.startswith("ncu not run: in the plain run, the candidate")

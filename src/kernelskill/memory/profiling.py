@@ -405,12 +405,13 @@ def _run(problem: Path, candidate: Path, settings: ProfileSettings, work: Path, 
     run = ProfileRun(workdir=work if keep else None)
     driver = work / DRIVER_NAME
     driver.write_text(driver_source(problem, candidate, settings.warmup_forwards, settings.profiled_forwards))
-    from kernelskill.review.confine import scratch_environment
+    from kernelskill.review.confine import protect_harness, scratch_environment
     from kernelskill.settings import Sandbox
 
     sandbox = settings.sandbox or Sandbox.from_env()
     inputs = [str(problem.resolve()), str(candidate.resolve())]
     env, scratch = scratch_environment(clean_environment(settings.env, sandbox, read=inputs, write=[str(work)]))
+    protect_harness(env)
     try:
         return _steps(run, problem, candidate, settings, work, keep, driver, env, scratch, sandbox, inputs)
     finally:

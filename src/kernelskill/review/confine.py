@@ -84,11 +84,15 @@ def environment(extra: dict[str, str] | None, interpret: bool, sandbox, mode: st
     drop, drop_why = _drop_plan(layers, [*(read or []), *(str(Path(w).parent) for w in write or [])])
     for path in (write or []) if drop else ():  # the child's own output folders (a profile's work folder)
         os.chown(path, drop["uid"], drop["gid"])
-    if layers["filesystem"]:
+    if layers["filesystem"] or drop:
         import site
 
         env["PYTHONUSERBASE"] = os.environ.get("PYTHONUSERBASE") or site.getuserbase()  # HOME changes below
-        env.update(_caches(drop is not None))
+        try:
+            env.update(_caches(drop is not None))
+        except OSError as exc:  # no folder of its own for nobody's caches: the worker stays root
+            drop, drop_why = None, f"no cache folder for uid {SANDBOX_UID} ({exc}); set KERNELSKILL_SANDBOX_CACHE"
+            env.update(_caches(False))
     env.update(extra or {})
     env[SPEC_VAR] = json.dumps({"layers": layers, "mode": mode, "read": [*_toolchain_dirs(), *(read or [])],
                                 "write": list(write or []), "drop": drop, "drop_why": drop_why,
@@ -244,7 +248,7 @@ def scratch_environment(env: dict[str, str], base: Path | None = None) -> tuple[
     env = {**env, SCRATCH_VAR: str(scratch)}
     for sub in ("home", "tmp"):
         (scratch / sub).mkdir()
-    if spec.get("layers", {}).get("filesystem"):
+    if spec.get("layers", {}).get("filesystem") or spec.get("drop"):  # nobody cannot use root's home either
         env.update(HOME=str(scratch / "home"), TMPDIR=str(scratch / "tmp"))
     if spec.get("drop"):
         for path in (scratch, scratch / "home", scratch / "tmp"):
@@ -313,14 +317,30 @@ def _drop(spec: dict) -> dict:
     if spec.get("mode") == "ncu-target" and _profiling_admin_only():
         return layer("unavailable", "kept root: this GPU lets only root read its performance counters "
                                     "(RmProfilingAdminOnly=1), and ncu reads them in this process")
-    drop = spec.get("drop")
-    if not drop:
-        return layer("unavailable", spec.get("drop_why") or "no unprivileged user was prepared")
-    try:
-        osl.drop_root(drop["uid"], drop["gid"])
+    drop, why = spec.get("drop"), spec.get("drop_why") or "no unprivileged user was prepared"
+    if drop:
+        try:
+            osl.drop_root(drop["uid"], drop["gid"])
+            return layer("active", f"uid/gid {drop['uid']}/{drop['gid']} (root dropped)")
+        except OSError as exc:
+            why = f"could not switch to uid {drop['uid']}: {exc}"
+    try:  # still root: at least without capabilities (no modules, no tracing, no mounts, no DAC override)
+        osl.drop_capabilities()
+        why += "; stays uid 0 without capabilities"
     except OSError as exc:
-        return layer("unavailable", f"could not switch to uid {drop['uid']}: {exc}")
-    return layer("active", f"uid/gid {drop['uid']}/{drop['gid']} (root dropped)")
+        why += f"; capabilities kept ({exc})"
+    return layer("unavailable", why)
+
+
+def protect_harness(env: dict[str, str]) -> None:
+    """Before starting a sandboxed process: make this (the harness) process non-dumpable, so a candidate running as
+    the same user cannot read its environment (API keys) through /proc. Landlock does not cover that file."""
+    spec = json.loads(env.get(SPEC_VAR) or "{}")
+    if spec.get("layers", {}).get("user"):
+        try:
+            osl.not_dumpable()
+        except OSError:
+            pass
 
 
 def _profiling_admin_only() -> bool:

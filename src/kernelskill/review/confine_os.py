@@ -117,6 +117,29 @@ def drop_root(uid: int, gid: int) -> None:
         raise OSError(errno.EPERM, "the uid did not change")
 
 
+def drop_capabilities() -> None:
+    """A process that stays root loses every capability, for good (bounding set, ambient, permitted): it can no
+    longer load modules, trace other processes, bypass file permissions of other users or mount anything."""
+    for cap in range(64):
+        if _LIBC.prctl(24, cap, 0, 0, 0) < 0:  # PR_CAPBSET_DROP; EINVAL past the last capability
+            if ctypes.get_errno() == errno.EINVAL:
+                break
+            _check(-1, "prctl(PR_CAPBSET_DROP)")
+    _LIBC.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL (absent before Linux 4.3: ignored)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all empty
+    _check(_LIBC.syscall(ctypes.c_long(_ARCH_CAPSET[platform.machine()]), header, data), "capset")
+
+
+_ARCH_CAPSET = {"x86_64": 126, "aarch64": 91}
+
+
+def not_dumpable() -> None:
+    """This process's memory and /proc files (its environment, with the caller's API keys) become unreadable to
+    processes without CAP_SYS_PTRACE, even those of the same user."""
+    _check(_LIBC.prctl(4, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+
+
 # --------------------------------------------------------------------------------------------------------- Landlock
 FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 FS_MAKE_ALL = sum(1 << i for i in range(4, 13))  # remove and make directories, files, devices, sockets, links

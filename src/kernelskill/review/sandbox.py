@@ -70,6 +70,7 @@ class WorkerProcess:
     def __init__(self, env: dict[str, str], device: str, log_path: Path) -> None:
         self.device = device
         self.env, self.scratch = confine.scratch_environment(env)
+        confine.protect_harness(env)
         self.read_fd, write_fd = os.pipe()
         self.fds, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)  # log files, as descriptors
         self.buffer = b""

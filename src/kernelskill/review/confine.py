@@ -315,8 +315,13 @@ def _drop(spec: dict) -> dict:
     if os.geteuid() != 0:
         return layer("active", f"not root (uid {os.geteuid()})")
     if spec.get("mode") == "ncu-target" and _profiling_admin_only():
-        return layer("unavailable", "kept root: this GPU lets only root read its performance counters "
-                                    "(RmProfilingAdminOnly=1), and ncu reads them in this process")
+        why = ("kept root: the GPU driver lets only root read performance counters (RmProfilingAdminOnly is 1 or "
+               "unknown) and ncu reads them in this process")
+        try:
+            osl.drop_capabilities(keep=(osl.CAP_SYS_ADMIN,))
+            return layer("unavailable", why + "; every capability but CAP_SYS_ADMIN dropped")
+        except OSError as exc:
+            return layer("unavailable", f"{why}; capabilities kept ({exc})")
     drop, why = spec.get("drop"), spec.get("drop_why") or "no unprivileged user was prepared"
     if drop:
         try:

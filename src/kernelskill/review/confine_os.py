@@ -117,17 +117,23 @@ def drop_root(uid: int, gid: int) -> None:
         raise OSError(errno.EPERM, "the uid did not change")
 
 
-def drop_capabilities() -> None:
-    """A process that stays root loses every capability, for good (bounding set, ambient, permitted): it can no
-    longer load modules, trace other processes, bypass file permissions of other users or mount anything."""
+CAP_SYS_ADMIN = 21
+
+
+def drop_capabilities(keep: tuple[int, ...] = ()) -> None:
+    """A process that stays root loses every capability but `keep`, for good (bounding set, ambient, permitted):
+    it can no longer load modules, trace other processes, bypass file permissions of other users or mount."""
     for cap in range(64):
+        if cap in keep:
+            continue
         if _LIBC.prctl(24, cap, 0, 0, 0) < 0:  # PR_CAPBSET_DROP; EINVAL past the last capability
             if ctypes.get_errno() == errno.EINVAL:
                 break
             _check(-1, "prctl(PR_CAPBSET_DROP)")
     _LIBC.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL (absent before Linux 4.3: ignored)
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all empty
+    kept = sum(1 << cap for cap in keep if cap < 32)
+    data = (ctypes.c_uint32 * 6)(kept, kept, 0, 0, 0, 0)  # effective, permitted, inheritable (low, then high 32)
     _check(_LIBC.syscall(ctypes.c_long(_ARCH_CAPSET[platform.machine()]), header, data), "capset")
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ import pytest
 
 from kernelskill.review import confine, confine_os
 from kernelskill.settings import Sandbox
-from tests.conftest import DATA, run_review
+from tests.conftest import DATA
 
 pytestmark = pytest.mark.slow
 PROBE = "candidates/special/sandbox_probe.py"

@@ -9,6 +9,7 @@ option accepts.
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, get_args
 
@@ -53,6 +54,33 @@ class Guards(BaseModel):
     kernel_policy: bool = True  # the candidate must launch its own kernels and not just re-run the reference's ops
 
 
+class Sandbox(BaseModel):
+    """The layers confining every process that runs candidate code (review workers, the profiler's driver); see
+    review/confine.py. All on in normal use; turned off only to measure their cost or to debug, with
+    KERNELSKILL_SANDBOX=off (or a comma list of the layers to keep, e.g. KERNELSKILL_SANDBOX=network,environment)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    network: bool = True  # no socket but AF_UNIX (network namespace, else seccomp, else Landlock TCP rules)
+    filesystem: bool = True  # Landlock: write only scratch and caches, read only what a kernel needs
+    environment: bool = True  # an allowlist of variables instead of dropping secret-looking names
+    user: bool = True  # a harness running as root drops the worker to nobody (65534)
+
+    @classmethod
+    def from_env(cls) -> "Sandbox":
+        raw = os.environ.get("KERNELSKILL_SANDBOX", "").strip().lower()
+        if raw in ("", "on", "1", "true", "all"):
+            return cls()
+        if raw in ("off", "0", "false", "none"):
+            return cls(network=False, filesystem=False, environment=False, user=False)
+        keep = {part.strip() for part in raw.split(",") if part.strip()}
+        unknown = sorted(keep - set(cls.model_fields))
+        if unknown:
+            raise KernelSkillError(f"KERNELSKILL_SANDBOX={raw!r}: unknown layer {', '.join(unknown)}; write on, off "
+                                   f"or a comma list of {', '.join(cls.model_fields)}")
+        return cls(**{name: name in keep for name in cls.model_fields})
+
+
 class ReviewSettings(BaseModel):
     """How a candidate is reviewed. Defaults follow the published protocol (5 trials, 1e-2 tolerances, 25/100)."""
 
@@ -85,6 +113,7 @@ class ReviewSettings(BaseModel):
     )
     timeouts: StageTimeouts = StageTimeouts()
     guards: Guards = Guards()
+    sandbox: Sandbox = Field(default_factory=Sandbox.from_env)
 
     def resolved_warmup(self, device: str) -> int:
         return self.warmup if self.warmup is not None else WARMUP["cuda" if device == "cuda" else "cpu"]

@@ -17,7 +17,7 @@ capture = load_capture_script()
 FAKE_NCU = f"""#!{sys.executable}
 import os, sys, time
 args = sys.argv[1:]
-mode = os.environ.get("FAKE_NCU_MODE", "ok")
+mode = os.environ.get("KERNELSKILL_FAKE_NCU_MODE", "ok")
 if args == ["--version"]:
     print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.0.0 (fake)")
     sys.exit(0)
@@ -26,7 +26,7 @@ if "--import" in args:
     if not os.path.exists(report):
         print(f"==ERROR== cannot open {{report}}", file=sys.stderr)
         sys.exit(1)
-    sys.stdout.write(open(os.environ["FAKE_NCU_CSV"]).read())
+    sys.stdout.write(open(os.environ["KERNELSKILL_FAKE_NCU_CSV"]).read())
     sys.exit(0)
 if mode == "hang":
     time.sleep(60)
@@ -63,8 +63,8 @@ def executable(path: Path, text: str) -> str:
 
 @pytest.fixture
 def fakes(tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_NCU_CSV", str(NCU_DATA / "synthetic_many_tiny_launches.csv"))
-    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_CSV", str(NCU_DATA / "synthetic_many_tiny_launches.csv"))
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_MODE", "ok")
     return executable(tmp_path / "ncu", FAKE_NCU), executable(tmp_path / "python", FAKE_PYTHON)
 
 
@@ -194,7 +194,7 @@ def test_capture_writes_everything(tmp_path, fakes, capsys):
 
 
 def test_ncu_failure_prints_its_output_and_the_others_continue(tmp_path, fakes, capsys, monkeypatch):
-    monkeypatch.setenv("FAKE_NCU_MODE", "fail")
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_MODE", "fail")
     rc = run_main(tmp_path, fakes, "--only", "naive_gemm", "row_reduction")
     assert rc == 1
     err = capsys.readouterr().err
@@ -204,13 +204,13 @@ def test_ncu_failure_prints_its_output_and_the_others_continue(tmp_path, fakes, 
 
 
 def test_error_with_exit_0_is_a_failure(tmp_path, fakes, capsys, monkeypatch):
-    monkeypatch.setenv("FAKE_NCU_MODE", "error_rc0")
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_MODE", "error_rc0")
     assert run_main(tmp_path, fakes, "--only", "naive_gemm") == 1
     assert "An error was reported by the driver" in capsys.readouterr().err
 
 
 def test_timeout_kills_the_step(tmp_path, fakes, monkeypatch):
-    monkeypatch.setenv("FAKE_NCU_MODE", "hang")
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_MODE", "hang")
     assert run_main(tmp_path, fakes, "--only", "naive_gemm", "--timeout-s", "1") == 1
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["scenarios"][0]["status"] == "timeout (ncu profile)"

@@ -134,8 +134,8 @@ def executable(path: Path, text: str) -> str:
 def fakes(tmp_path, monkeypatch):
     from test_mem_capture_script import FAKE_NCU
 
-    monkeypatch.setenv("FAKE_NCU_CSV", str(NCU_DATA / "synthetic_many_tiny_launches.csv"))
-    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_CSV", str(NCU_DATA / "synthetic_many_tiny_launches.csv"))
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_MODE", "ok")
     return executable(tmp_path / "ncu", FAKE_NCU), executable(tmp_path / "python", FAKE_PYTHON)
 
 

@@ -63,15 +63,16 @@ class ModelNew(nn.Module):
         return y.clamp_min(0) * self.scale
 '''
 
-# The fake ncu logs its arguments and the names of its environment variables, then behaves as FAKE_NCU_MODE says.
+# The fake ncu logs its arguments and the names of its environment variables, then behaves as
+# KERNELSKILL_FAKE_NCU_MODE says (KERNELSKILL_ variables pass the sandbox's allowlist).
 FAKE_NCU = f"""#!{sys.executable}
 import json, os, sys, time
 args = sys.argv[1:]
-with open(os.environ["FAKE_LOG"], "a") as log:
+with open(os.environ["KERNELSKILL_FAKE_LOG"], "a") as log:
     log.write(json.dumps({{"args": args, "env": sorted(os.environ)}}) + "\\n")
-mode = os.environ.get("FAKE_NCU_MODE", "ok")
+mode = os.environ.get("KERNELSKILL_FAKE_NCU_MODE", "ok")
 if "--import" in args:
-    sys.stdout.write(open(os.environ["FAKE_NCU_CSV"]).read())
+    sys.stdout.write(open(os.environ["KERNELSKILL_FAKE_NCU_CSV"]).read())
     sys.exit(0)
 if mode == "hang":
     time.sleep(60)
@@ -99,9 +100,9 @@ assert args[:2] == ["-m", "kernelskill.memory.profile_driver"], args
 spec = importlib.util.find_spec(args[1])  # found with the environment the driver gets
 compile(open(spec.origin).read(), spec.origin, "exec")  # the driver must at least be valid Python
 mode = args[2]
-with open(os.environ["FAKE_LOG"], "a") as log:
+with open(os.environ["KERNELSKILL_FAKE_LOG"], "a") as log:
     log.write(json.dumps({{"args": sys.argv[1:], "env": sorted(os.environ)}}) + "\\n")
-if os.environ.get("FAKE_PY_MODE") == "crash":
+if os.environ.get("KERNELSKILL_FAKE_PY_MODE") == "crash":
     print("Traceback (most recent call last):\\nRuntimeError: boom in ModelNew.forward", file=sys.stderr)
     sys.exit(2)
 if mode == "profile":
@@ -132,9 +133,9 @@ def fakes(tmp_path, monkeypatch):
     executable(bin_dir / "ncu", FAKE_NCU)
     python = executable(bin_dir / "python", FAKE_PYTHON)
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
-    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls.jsonl"))
-    monkeypatch.setenv("FAKE_NCU_CSV", str(NCU_DATA / "h200" / "streaming_elementwise.csv"))
-    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("KERNELSKILL_FAKE_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_CSV", str(NCU_DATA / "h200" / "streaming_elementwise.csv"))
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_MODE", "ok")
     monkeypatch.setenv("MY_SERVICE_API_KEY", "do-not-leak")
     monkeypatch.setenv("GITHUB_TOKEN", "do-not-leak")
     monkeypatch.setenv("DB_PASSWORD", "do-not-leak")
@@ -175,7 +176,8 @@ def test_driver_copies_matching_parameters_and_runs_on_cpu(files, tmp_path):
     problem, candidate = files
     out = tmp_path / "check.json"
     done = subprocess.run(driver_command(sys.executable, "check", problem, candidate, out=out), capture_output=True,
-                          text=True, timeout=120, cwd=tmp_path, env=clean_environment(), check=False)  # fmt: skip
+                          text=True, timeout=120, cwd=tmp_path, check=False,
+                          env=clean_environment(read=[str(problem), str(candidate)], write=[str(tmp_path)]))
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
     assert sorted(result["copied"]) == ["linear.bias", "linear.weight", "scale"]
@@ -288,7 +290,7 @@ def test_profile_without_keep_dir_leaves_nothing_behind(kb, files, fakes):
 def test_ncu_problems_are_stated_and_the_policy_runs_on_what_remains(kb, files, fakes, monkeypatch, mode, status,
                                                                      words):  # fmt: skip
     python, _ = fakes
-    monkeypatch.setenv("FAKE_NCU_MODE", mode)
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_MODE", mode)
     ev = profile_candidate(*files, kb, ProfileSettings(python=python, ncu_timeout_s=1))
     assert ev.ncu_status == status and words in ev.ncu_note and ev.ncu is None
     assert ev.profiler is not None  # the plain run still counts
@@ -311,7 +313,7 @@ def test_ncu_missing_is_stated_and_a_decision_still_comes_out(kb, files, fakes):
 
 def test_a_candidate_that_does_not_run_is_not_given_to_ncu(kb, files, fakes, monkeypatch):
     python, log = fakes
-    monkeypatch.setenv("FAKE_PY_MODE", "crash")
+    monkeypatch.setenv("KERNELSKILL_FAKE_PY_MODE", "crash")
     ev = profile_candidate(*files, kb, ProfileSettings(python=python))
     assert ev.profiler is None and "did not run (exit 2)" in ev.profiler_note and "boom" in ev.profiler_note
     assert ev.ncu_status == "failed" and ev.ncu_note.startswith("ncu not run: in the plain run, the candidate")

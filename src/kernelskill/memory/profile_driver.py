@@ -189,4 +189,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from kernelskill.review.confine import apply as confine
+
+    # first, before torch starts threads: the sandbox a review worker gets; profiling reads this line
+    print("kernelskill-driver: sandbox: " + json.dumps(confine()), file=sys.stderr, flush=True)
     sys.exit(main(sys.argv[1:]))

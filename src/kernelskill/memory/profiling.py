@@ -13,8 +13,11 @@ to the GPU and runs warm-up forwards (Triton compiles, caches fill) before anyth
    and `cudaProfilerStop()`, so ncu sees exactly the launches of one warm forward. The report is then exported with
    `ncu --import REPORT --csv --page raw` and parsed by ncu.py (the same commands as scripts/capture_ncu.py).
 
-Every step runs in its own process group with a time limit (a timeout kills ncu and the program it started) and an
-environment without variables whose names look like secrets. When ncu is missing, not permitted to read the
+Every step runs in its own process group with a time limit (a timeout kills ncu and the program it started and
+their descendants). The driver confines itself first thing, as a review worker does (review/confine.py: allowlisted
+environment, no network, Landlock, not root): it may read the problem and the candidate and write its work folder.
+Under ncu it shares a new network namespace with ncu alone (ncu talks to the program it profiles over loopback) and
+stays root where the GPU lets only root read its counters. When ncu is missing, not permitted to read the
 counters (ERR_NVGPUCTRPERM), times out or fails, the result says so in plain words and the evidence that could be
 gathered (the profiler run, the code) is still returned: the policy then decides on what remains.
 """
@@ -26,7 +29,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -61,6 +63,7 @@ class ProfileSettings:
     max_kernel_launches: int = 64  # ncu --launch-count: a cap on the launches ncu profiles in the measured forward
     keep_dir: Path | None = None  # keep the driver's commands, logs, report and CSV here; None: a temporary folder
     env: dict[str, str] | None = None  # extra environment for the driver and ncu, e.g. CUDA_VISIBLE_DEVICES
+    sandbox: object | None = None  # settings.Sandbox for the driver; None: from KERNELSKILL_SANDBOX (all layers on)
 
 
 @dataclass
@@ -87,6 +90,7 @@ class ProfileRun:
     profiler_note: str | None = None
     workdir: Path | None = None  # kept only with ProfileSettings.keep_dir
     log: list[str] = field(default_factory=list)  # how the evidence was gathered (commands, times, outcomes)
+    sandbox: dict[str, dict] = field(default_factory=dict)  # step -> the driver's sandbox layers (confine.apply)
 
 
 # ---- commands --------------------------------------------------------------------------------------------------------
@@ -122,12 +126,25 @@ def ncu_import_command(ncu: str, report: Path) -> list[str]:
     return [ncu, "--import", str(report), "--csv", "--page", "raw"]
 
 
-def clean_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The review worker's environment (no secret-looking variables, unbuffered Python): profiling runs the same
-    untrusted candidate code."""
-    from kernelskill.review.sandbox import clean_environment as worker_environment
+def clean_environment(extra: dict[str, str] | None = None, sandbox=None, mode: str = "driver",
+                      read: list[str] | None = None, write: list[str] | None = None) -> dict[str, str]:
+    """The review worker's environment and sandbox (allowlisted variables, unbuffered Python): profiling runs the
+    same untrusted candidate code. `mode` "ncu-target" for the driver ncu starts."""
+    from kernelskill.review.confine import environment
+    from kernelskill.settings import Sandbox
 
-    return worker_environment(extra)
+    return environment(extra, False, sandbox or Sandbox.from_env(), mode=mode, read=read, write=write)
+
+
+_SANDBOX_LINE = re.compile(r"^kernelskill-driver: sandbox: (\{.*\})$", re.MULTILINE)
+
+
+def _sandbox_of(step: StepResult) -> dict:
+    match = _SANDBOX_LINE.search(step.stderr)
+    try:
+        return json.loads(match.group(1)) if match else {}
+    except json.JSONDecodeError:
+        return {}
 
 
 def run_step(command: list[str], timeout: float, cwd: Path, env: dict[str, str]) -> StepResult:
@@ -142,10 +159,9 @@ def run_step(command: list[str], timeout: float, cwd: Path, env: dict[str, str])
         out, err = proc.communicate(timeout=max(timeout, 1.0))
         code: int | None = proc.returncode
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        from kernelskill.review.sandbox import kill_tree
+
+        kill_tree(proc.pid)  # its group and descendants that started sessions of their own
         out, err = proc.communicate()
         code = None
     return StepResult(command, code, time.monotonic() - start, out, err)
@@ -213,18 +229,37 @@ def run_profile(problem: Path, candidate: Path, settings: ProfileSettings | None
 
 def _run(problem: Path, candidate: Path, settings: ProfileSettings, work: Path, keep: bool) -> ProfileRun:
     run = ProfileRun(workdir=work if keep else None)
+    from kernelskill.review.confine import protect_harness, scratch_environment
+    from kernelskill.settings import Sandbox
+
+    sandbox = settings.sandbox or Sandbox.from_env()
+    inputs = [str(problem.resolve()), str(candidate.resolve())]
+    env, scratch = scratch_environment(clean_environment(settings.env, sandbox, read=inputs, write=[str(work)]))
+    protect_harness(env)
     features = work / "run_features.json"
     counts = (settings.warmup_forwards, settings.profiled_forwards)
     plain = driver_command(settings.python, "profile", problem, candidate, *counts, out=features)
     measured = driver_command(settings.python, "ncu", problem, candidate, *counts)
-    env = clean_environment(settings.env)
     script = work / DRIVER_NAME
     script.write_text(driver_script([plain, measured], env, ["PYTHONPATH", *(settings.env or {})]))
     script.chmod(0o755)
+    try:
+        return _steps(run, candidate, settings, work, keep, plain, measured, features, env, sandbox, inputs)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _steps(run: ProfileRun, candidate: Path, settings: ProfileSettings, work: Path, keep: bool, plain: list[str],
+           measured: list[str], features: Path, env: dict[str, str], sandbox, inputs: list[str]) -> ProfileRun:
+    from kernelskill.review.confine import describe
 
     def record(step: StepResult, label: str) -> None:
         outcome = "timed out" if step.returncode is None else f"exit {step.returncode}"
         run.log.append(f"{label}: `{' '.join(step.command)}` - {outcome} after {step.seconds:.1f} s")
+        layers = _sandbox_of(step)
+        if layers:
+            run.sandbox[label] = layers
+            run.log.append(f"{label}: sandbox: {describe(layers)}")
         if keep:
             name = label.replace(" ", "_")
             (work / f"{name}.log").write_text(f"$ {' '.join(step.command)}\n--- stdout ---\n{step.stdout}\n"
@@ -265,7 +300,13 @@ def _run(problem: Path, candidate: Path, settings: ProfileSettings, work: Path, 
     report = work / "ncu_report"
     deadline = time.monotonic() + settings.ncu_timeout_s
     command = ncu_profile_command(ncu, measured, report, settings.max_kernel_launches)
-    step = run_step(command, settings.ncu_timeout_s, work, env)
+    ncu_home = str(Path(ncu).resolve().parent)
+    ncu_env = {**clean_environment(settings.env, sandbox, mode="ncu-target", read=[*inputs, ncu_home],
+                                   write=[str(work)]),
+               **{k: env[k] for k in ("KERNELSKILL_SCRATCH", "HOME", "TMPDIR") if k in env}}
+    if sandbox.network:  # ncu and the program it profiles in a network namespace of their own (loopback only)
+        command = [sys.executable, "-m", "kernelskill.review.confine", "netns", "--", *command]
+    step = run_step(command, settings.ncu_timeout_s, work, ncu_env)
     record(step, "ncu profile")
     failure = classify_ncu_failure(step, settings.ncu_timeout_s)
     if failure is not None:

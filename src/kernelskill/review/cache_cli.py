@@ -27,6 +27,7 @@ _KIND_HELP = {
     "object": "compiled objects",
     "pch": "precompiled torch headers",
     "check": "old compile checks",
+    "failure": "sources that failed to compile",
     "unfinished": "running or killed builds",
 }
 

@@ -126,6 +126,14 @@ class PolicyResult(BaseModel):
     weights: Literal["same_seed", "copied_by_name"] | None = None  # how ModelNew's parameters were set when verified
 
 
+class SandboxLayer(BaseModel):
+    """One layer of the sandbox in the process that ran the candidate (review/confine.py)."""
+
+    state: Literal["active", "off", "unavailable"]
+    mechanism: str | None = None  # when active, e.g. "network namespace", "Landlock ABI 7"
+    detail: str | None = None  # when unavailable, why
+
+
 class ReviewResult(BaseModel):
     compiled: bool
     correct: bool
@@ -155,6 +163,7 @@ class ReviewResult(BaseModel):
     candidate: str | None = None
     log: str | None = None  # trimmed worker log
     log_path: str | None = None  # the full worker log
+    sandbox: dict[str, SandboxLayer] = Field(default_factory=dict)  # network, filesystem, environment, user
 
     @property
     def exit_code(self) -> ExitCode:

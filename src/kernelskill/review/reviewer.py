@@ -24,6 +24,7 @@ from kernelskill.problem import Problem, read_problem
 from kernelskill.review.logs import trim_log
 from kernelskill.review.results import (Check, CompileResult, KernelUsage, PolicyResult, ReviewResult, TimingResult,
                                         VerifyResult)
+from kernelskill.review.confine import warn_unavailable
 from kernelskill.review.sandbox import clean_environment, describe_exit, run_worker
 from kernelskill.review.static_checks import split_findings, static_checks
 from kernelskill.settings import ReviewSettings
@@ -91,7 +92,8 @@ def review(
     request = _request(problem, candidate, settings, device, backend)
     start = time.perf_counter()
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
-                         clean_environment(env, interpret=device == "cpu"), reuse=settings.reuse_worker)
+                         clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox),
+                         reuse=settings.reuse_worker)
     return _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only)
 
 
@@ -161,7 +163,8 @@ def prebuild(
     request = {**_request(problem, candidate, settings, "cpu", backend), "mode": "build", "arch": arch}
     start = time.perf_counter()
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
-                         clean_environment({"CUDA_VISIBLE_DEVICES": ""}), reuse=settings.reuse_worker)
+                         clean_environment({"CUDA_VISIBLE_DEVICES": ""}, sandbox=settings.sandbox),
+                         reuse=settings.reuse_worker)
     seconds = round(time.perf_counter() - start, 3)
     verdict = next((m for m in outcome.messages if m["type"] == "verdict"), None)
     if verdict is None or verdict["kind"] != "compile_error":
@@ -242,7 +245,9 @@ def _compose(base: dict, outcome, settings: ReviewSettings, log_path: Path, wall
         stage_seconds={"start": 0.0, **outcome.stage_seconds, "wall": round(wall, 3)},  # start: worker start-up
         log=trim_log(log_text) or None,
         log_path=str(log_path),
+        sandbox=outcome.sandbox,
     )
+    warn_unavailable(outcome.sandbox)
     if outcome.timed_out:
         limit = getattr(settings.timeouts, outcome.stage or "load")
         result.update(stage=outcome.stage, error_kind="timeout",

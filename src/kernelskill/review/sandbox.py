@@ -1,4 +1,5 @@
-"""Running reviews in separate worker processes, with a time limit per stage and an environment without secrets.
+"""Running reviews in separate worker processes, with a time limit per stage, each process in the sandbox of
+`confine` (allowlisted environment, no network, Landlock, not root).
 
 A worker (`kernelskill.review.worker`) is started once and then serves one review after another, so a review pays
 for Python, torch and CUDA start-up only when it gets a fresh worker. Requests go to it as JSON lines on stdin; it
@@ -7,8 +8,12 @@ prints, compiler output, tracebacks) go to each review's own log file, which is 
 
 A worker is used again only after a review that ended cleanly (correct, wrong output, a compile or Python error)
 and that left the harness intact. After a crash, a hang, a rejected candidate or anything unexpected it is killed
-and the next review gets a fresh one. A hang is ended by killing the worker's whole process group when its current
-stage runs out of time; a crash (signal, abort, CUDA context loss) is seen as the pipe closing mid-review.
+and the next review gets a fresh one. A hang is ended by killing the worker's whole process tree when its current
+stage runs out of time (compilers start sessions of their own, so its process group is not enough); a crash
+(signal, abort, CUDA context loss) is seen as the pipe closing mid-review.
+
+Each worker runs in a scratch folder of its own, removed with it. A review's log file is opened here and handed to
+the worker as an open file descriptor over a UNIX socket, so the sandbox needs no access to any log folder.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import re
 import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,8 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Variables whose names look like credentials never reach candidate code.
-SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|SIGNATURE)", re.IGNORECASE)
+from kernelskill.review import confine
+from kernelskill.review.confine import SECRET_NAME  # noqa: F401  (names that never reach candidate code)
 
 # Verdicts after which a worker may serve another review: the candidate ran (or failed to build) as ordinary code.
 # After a crash, a timeout, a rejection (a candidate that tried to cheat) or a harness error it is replaced.
@@ -37,17 +43,14 @@ MAX_REVIEWS_PER_WORKER = 100  # a fresh process now and then bounds whatever slo
 MAX_IDLE_WORKERS = 4  # idle workers kept across all environments (each holds a CUDA context on its GPU)
 
 
-def clean_environment(extra: dict[str, str] | None = None, interpret: bool = False) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
-    env["PYTHONUNBUFFERED"] = "1"
-    env.pop("TRITON_INTERPRET", None)
-    if interpret:
-        env["TRITON_INTERPRET"] = "1"
-    # the worker must import this very package, also when it runs from a source checkout
-    src = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
-    env.update(extra or {})
-    return env
+def clean_environment(extra: dict[str, str] | None = None, interpret: bool = False, sandbox=None) -> dict[str, str]:
+    """A worker's environment: allowlisted, with the sandbox's spec (`sandbox`: the settings' Sandbox, default from
+    KERNELSKILL_SANDBOX). The worker imports this very package, also when it runs from a source checkout."""
+    if sandbox is None:
+        from kernelskill.settings import Sandbox
+
+        sandbox = Sandbox.from_env()
+    return confine.environment(extra, interpret, sandbox)
 
 
 @dataclass
@@ -58,23 +61,36 @@ class WorkerOutcome:
     timed_out: bool = False
     returncode: int | None = None  # set when the worker is gone
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    sandbox: dict[str, dict] = field(default_factory=dict)  # layer -> its state in the worker (confine.apply)
 
 
 class WorkerProcess:
     """One worker process: its pipes and the reviews it has served."""
 
     def __init__(self, env: dict[str, str], device: str, log_path: Path) -> None:
-        self.env, self.device = env, device
+        self.device = device
+        self.env, self.scratch = confine.scratch_environment(env)
+        confine.protect_harness(env)
         self.read_fd, write_fd = os.pipe()
+        self.fds, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)  # log files, as descriptors
         self.buffer = b""
         self.served = 0
-        with open(log_path, "ab") as log:  # start-up output goes to the first review's log
-            self.proc = _spawn(
-                [sys.executable, "-m", "kernelskill.review.worker", str(write_fd), str(os.getpid()), device],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, pass_fds=(write_fd,),
-                start_new_session=True,  # its own process group, so a hang is killed with all its children
-            )
-        os.close(write_fd)
+        self.sandbox: dict[str, dict] = {}
+        try:
+            with open(log_path, "ab") as log:  # start-up output goes to the first review's log
+                self.proc = _spawn(
+                    [sys.executable, "-m", "kernelskill.review.worker", str(write_fd), str(os.getpid()), device,
+                     str(theirs.fileno())],
+                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.scratch,
+                    pass_fds=(write_fd, theirs.fileno()),
+                    start_new_session=True,  # its own process group, so a hang is killed with all its children
+                )
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
+        finally:
+            os.close(write_fd)
+            theirs.close()
         self.started = time.monotonic()
 
     @property
@@ -86,6 +102,13 @@ class WorkerProcess:
 
     def send(self, request: dict) -> bool:
         try:
+            if request.get("log_path"):  # the log file goes first, as an open descriptor the worker writes to
+                fd = os.open(request["log_path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    socket.send_fds(self.fds, [b"L"], [fd])
+                finally:
+                    os.close(fd)
+                request = {**request, "log_fd": True}
             self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
             return True
@@ -93,19 +116,17 @@ class WorkerProcess:
             return False
 
     def kill(self) -> int | None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_tree(self.proc.pid)
         try:
             code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             code = None
-        for close in (self.proc.stdin.close, lambda: os.close(self.read_fd)):
+        for close in (self.proc.stdin.close, lambda: os.close(self.read_fd), self.fds.close):
             try:
                 close()
             except OSError:
                 pass
+        shutil.rmtree(self.scratch, ignore_errors=True)
         return code
 
     def serve(self, request: dict, timeouts: dict[str, float]) -> WorkerOutcome:
@@ -115,6 +136,7 @@ class WorkerProcess:
         stage_started = self.started if self.served == 0 else time.monotonic()
         self.served += 1
         limit = timeouts["load"]
+        outcome.sandbox = self.sandbox
         if not self.send(request):
             outcome.returncode = self.kill()
             return outcome
@@ -139,6 +161,7 @@ class WorkerProcess:
                 kind = message.get("type")
                 if kind == "ready":
                     outcome.stage_seconds["start"] = round(time.monotonic() - self.started, 3)
+                    self.sandbox = outcome.sandbox = message.get("sandbox") or {}
                     continue
                 if kind == "stage":
                     outcome.stage = message["stage"]
@@ -226,6 +249,59 @@ atexit.register(POOL.close)
 def run_worker(request: dict, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
                reuse: bool = True) -> WorkerOutcome:
     return POOL.run(request, timeouts, log_path, env, reuse=reuse)
+
+
+def _children() -> dict[int, list[int]]:
+    """ppid -> pids, from /proc (empty where there is none)."""
+    tree: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return tree
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(name))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    tree, found, todo = _children(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process, its process group and every descendant with their groups. The tree is stopped first
+    (SIGSTOP), so nothing in it starts another process while it is being walked; compilers that started sessions of
+    their own are found through their parent links before the worker dies and orphans them."""
+
+    def signal_all(pids, sig) -> None:
+        for p in pids:
+            for send in (lambda: os.killpg(p, sig), lambda: os.kill(p, sig)):
+                try:
+                    send()
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    signal_all([pid], signal.SIGSTOP)
+    seen: list[int] = []
+    for _ in range(5):  # until no new descendant appears
+        new = [p for p in descendants(pid) if p not in seen]
+        if not new:
+            break
+        signal_all(new, signal.SIGSTOP)
+        seen += new
+    signal_all([pid, *seen], signal.SIGKILL)
 
 
 def describe_exit(returncode: int | None) -> str:

@@ -30,6 +30,10 @@ FORBIDDEN_MODULES = {
     "subprocess": "process",
     "signal": "process",
     "socket": "process",
+    # network clients built on sockets: a kernel has no use for them (the sandbox blocks them at run time too)
+    **{name: "network" for name in ("http", "urllib", "urllib3", "requests", "httpx", "aiohttp", "ftplib", "smtplib",
+                                    "poplib", "imaplib", "nntplib", "telnetlib", "xmlrpc", "socketserver", "ssl",
+                                    "websocket", "websockets", "paramiko")},
     "importlib": "dynamic-code",
     "builtins": "dynamic-code",
     "pickle": "dynamic-code",

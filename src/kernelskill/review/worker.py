@@ -79,6 +79,10 @@ class Session:
             self.device_name, self.capability = "cpu", None
         import torch._dynamo  # noqa: F401  (it re-wraps torch.manual_seed on import: let that happen before the snapshot)
 
+        from kernelskill.review.confine import hash_sources_from_memory
+
+        hash_sources_from_memory()  # the sandbox keeps the problem and candidate files closed; their sources are here
+
         from kernelskill.review.cuda import inline
         from kernelskill.review.guards import Integrity, KernelTracker, ModuleSnapshot, backend_flags
 
@@ -877,9 +881,30 @@ def _log_to(path: str) -> None:
     os.close(fd)
 
 
-def serve(channel: Channel, session: Session, request: dict) -> None:
+def _log_to_fd(fds) -> None:
+    """Point stdout and stderr at the log file the parent sent over `fds` (the sandbox cannot open log folders)."""
+    import socket
+
+    _, received, _, _ = socket.recv_fds(fds, 1, 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd in received[:1]:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    for fd in received:
+        os.close(fd)
+
+
+def serve(channel: Channel, session: Session, request: dict, fds=None, sandbox: dict | None = None) -> None:
     """One review, start to end; always ends with a "done" message saying whether this process may serve again."""
-    _log_to(request["log_path"])
+    from kernelskill.review import confine
+
+    if request.get("log_fd") and fds is not None:
+        _log_to_fd(fds)
+    else:
+        _log_to(request["log_path"])
+    print(f"[kernelskill] sandbox: {confine.describe(sandbox or {})}", file=sys.stderr, flush=True)
+    confine.remember_sources(request)
     worker = Worker(request, channel, session)
     kind = None
     try:
@@ -909,16 +934,25 @@ def serve(channel: Channel, session: Session, request: dict) -> None:
 
 
 def main() -> None:
+    import socket
+
+    from kernelskill.review import confine
+
+    sandbox = confine.apply()  # first, while this process is single-threaded (it drops root: before the next line)
     _bind_to_parent(int(sys.argv[2]))
     channel = Channel(int(sys.argv[1]))
     device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+    fds = socket.socket(fileno=int(sys.argv[4])) if len(sys.argv) > 4 else None
     start = time.perf_counter()
     try:
         session = Session(device)
     except BaseException as exc:  # the first request gets the reason as its verdict
         traceback.print_exc()
         request = json.loads(sys.stdin.readline() or "{}")
-        if request.get("log_path"):
+        if request.get("log_fd") and fds is not None:
+            _log_to_fd(fds)
+            traceback.print_exception(exc)
+        elif request.get("log_path"):
             _log_to(request["log_path"])
             traceback.print_exception(exc)
         channel.send(type="stage", stage="load")
@@ -926,10 +960,10 @@ def main() -> None:
         channel.send(type="done", reusable=False, unfit=["start-up failed"])
         os._exit(0)
     channel.send(type="ready", seconds=round(time.perf_counter() - start, 3), device_name=session.device_name,
-                 capability=session.capability)
+                 capability=session.capability, sandbox=sandbox)
     for line in sys.stdin:  # the parent closes stdin (or dies) to end us
         if line.strip():
-            serve(channel, session, json.loads(line))
+            serve(channel, session, json.loads(line), fds, sandbox)
     os._exit(0)  # skip interpreter teardown: a candidate's broken state must not turn a verdict into a crash
 
 

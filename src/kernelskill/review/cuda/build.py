@@ -140,6 +140,20 @@ def build_inline(name: str, cpp_sources, cuda_sources=None, functions=None, extr
     start = time.perf_counter()
     plan = plan_build(name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
                       extra_include_paths, with_cuda, with_pytorch_error_handling, no_implicit_headers, arch)
+    failed = cache.remembered_failure(plan.key)
+    if failed is not None:  # the same sources, flags and toolchain failed in their own lines before
+        raise CudaCompileError(f"{failed['message']}\n(remembered from an earlier build of the same sources; the "
+                               f"full log is in {cache.failures_dir()})", failed.get("log", ""), in_own_code=True)
+    try:
+        return _build_or_find(plan, start, pch, parallel_nvcc, link, verbose)
+    except CudaCompileError as exc:
+        if exc.in_own_code:
+            cache.remember_failure(plan.key, str(exc), exc.log)
+        raise
+
+
+def _build_or_find(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: bool,
+                   verbose: bool) -> BuiltExtension:
     if link:
         found = _finished(plan, start)
         if found is not None:

@@ -7,12 +7,16 @@ Layout under `$KERNELSKILL_CACHE` (default `~/.cache/kernelskill`):
     cuda-build/pch/<id>/       the precompiled <torch/extension.h>, one per flag set (about 700 MB each)
     cuda-build/locks/          one lock file per key (empty; never removed, see below)
     cuda-build/.tmp-*          a build in progress, or left behind by a killed one
+    cuda-build/failed/<key>.json  sources that failed to compile in their own lines: the error and the log
     cuda-check/<key>.json      CPU compile-check results of versions before the check used the builder
 
 Every use of an entry refreshes its modification time (`touch`), so pruning removes the least recently used first.
 An entry is never removed while its lock is held or when it was used within `IN_USE_S`: a build that has just found
 an object or the precompiled header goes on to use its path. Lock files stay: removing one while a process waits on
 it would let two builders hold "the" lock at once.
+
+A failure is remembered only when the compiler's errors point at the candidate's own lines: for the same sources,
+flags and toolchain (all in the key) the verdict cannot change, so the next review gives it without compiling.
 
 Nothing here imports torch or pydantic: `kernelskill cache` (review/cache_cli.py) reads and prunes the cache
 without either.
@@ -42,7 +46,7 @@ LIMIT_ENV = "KERNELSKILL_CACHE_MAX_GB"
 AUTO_PRUNE_TO = 0.8
 """An automatic prune goes down to this fraction of the limit, so the next runs do not prune again at once."""
 
-KINDS = ("extension", "object", "pch", "check", "unfinished")
+KINDS = ("extension", "object", "pch", "check", "failure", "unfinished")
 
 
 def root() -> Path:
@@ -59,6 +63,33 @@ def check_dir() -> Path:
 
 def locks_dir() -> Path:
     return build_dir() / "locks"
+
+
+def failures_dir() -> Path:
+    return build_dir() / "failed"
+
+
+def remembered_failure(key: str) -> dict | None:
+    """The compile failure recorded for the build `key` ({"message", "log", ...}), or None."""
+    path = failures_dir() / f"{key[:32]}.json"
+    try:
+        info = json.loads(path.read_text())
+        if info.get("key") != key or not isinstance(info.get("message"), str):
+            return None
+    except (OSError, ValueError):
+        return None
+    touch(path)
+    return info
+
+
+def remember_failure(key: str, message: str, log: str) -> None:
+    """Record that the build `key` fails in the candidate's own code; a cache that cannot be written is left be."""
+    directory = failures_dir()
+    tmp = directory / f".{key[:32]}.{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"key": key, "message": message, "log": log, "created": time.time()}))
+        os.replace(tmp, directory / f"{key[:32]}.json")
 
 
 # The one naming of the lock files: the builder takes these locks and pruning respects them.
@@ -210,6 +241,13 @@ def entries() -> list[Entry]:
                                    object_lock(path.stem)))
             elif path.suffix == ".json" and not path.with_suffix(".o").exists():
                 found.append(Entry("object", path.stem, [path], _size(path), 0.0))
+    failed = failures_dir()
+    if failed.is_dir():
+        for path in sorted(failed.iterdir()):
+            if path.name.startswith("."):
+                found.append(Entry("unfinished", f"failed/{path.name}", [path], _size(path), _mtime(path, time.time())))
+            else:
+                found.append(Entry("failure", path.stem, [path], _size(path), _mtime(path)))
     pch = build / "pch"
     if pch.is_dir():
         for path in sorted(p for p in pch.iterdir() if p.is_dir()):

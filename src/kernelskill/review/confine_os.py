@@ -1,0 +1,276 @@
+"""The Linux mechanisms the sandbox (`confine`) is built from: a network namespace, dropping root, Landlock and a
+seccomp filter on `socket()`. Each is a small function that does one thing or raises `Unavailable` with a one-line
+reason; `confine` decides which to use and reports what happened.
+
+Written against the kernel's interfaces with ctypes rather than through a library: the Landlock package on PyPI is a
+pre-release without network rules or scopes, and pyseccomp needs libseccomp.so, which a GPU machine may lack; the
+seccomp filter here is ten BPF instructions. Everything must run in a single-threaded process (the worker's first
+lines, before torch is imported): user namespaces and a filter without TSYNC need that.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import platform
+import socket
+import struct
+
+
+class Unavailable(Exception):
+    """A mechanism this machine does not offer (or forbids), with the reason in one line."""
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.syscall.restype = ctypes.c_long
+
+# per architecture: seccomp(2) and socket(2) numbers and the AUDIT_ARCH value seccomp reports
+_ARCH = {
+    "x86_64": {"seccomp": 317, "socket": 41, "audit": 0xC000003E, "x32": True},
+    "aarch64": {"seccomp": 277, "socket": 198, "audit": 0xC00000B7, "x32": False},
+}
+_IO_URING_SETUP = 425  # the same on both: io_uring can open sockets without socket(2)
+_LANDLOCK_CREATE, _LANDLOCK_ADD, _LANDLOCK_RESTRICT = 444, 445, 446  # the same on every architecture
+PR_SET_NO_NEW_PRIVS = 38
+CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+    return result
+
+
+def _arch() -> dict:
+    machine = platform.machine()
+    if machine not in _ARCH:
+        raise Unavailable(f"no seccomp filter for this architecture ({machine})")
+    return _ARCH[machine]
+
+
+def no_new_privs() -> None:
+    """Neither setuid binaries nor file capabilities can raise this process's privileges again (Landlock and
+    seccomp both need it when the process lacks CAP_SYS_ADMIN)."""
+    _check(_LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+# ------------------------------------------------------------------------------------------------ network namespace
+def _unshare(flags: int) -> None:
+    _check(_LIBC.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def network_namespace(loopback: bool = False, user_namespace: bool = True) -> str:
+    """Move this process into a new, empty network namespace (only a loopback device, down unless `loopback`).
+    As root that needs CAP_SYS_ADMIN; otherwise (with `user_namespace`) an unprivileged user namespace, the uid
+    mapped to itself."""
+    reasons = []
+    if os.geteuid() == 0:
+        try:
+            _unshare(CLONE_NEWNET)
+            how = "network namespace"
+        except OSError as exc:
+            reasons.append(str(exc))
+            how = ""
+    else:
+        how = ""
+    if not how and not user_namespace:
+        raise Unavailable("; ".join(reasons))
+    if not how:
+        uid, gid = os.geteuid(), os.getegid()
+        try:
+            _unshare(CLONE_NEWUSER | CLONE_NEWNET)
+        except OSError as exc:
+            reasons.append(f"{exc} (user namespace)")
+            raise Unavailable("; ".join(reasons)) from None
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        how = "network namespace (in a user namespace)"
+    if loopback:
+        loopback_up()
+    return how
+
+
+def loopback_up() -> None:
+    """Bring `lo` up, so processes that share the namespace (ncu and the program it profiles) can reach each other."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, siocgifflags, request))[1]
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
+
+
+# -------------------------------------------------------------------------------------------------------- drop root
+def drop_root(uid: int, gid: int) -> None:
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.geteuid() != uid or os.getuid() != uid:
+        raise OSError(errno.EPERM, "the uid did not change")
+
+
+CAP_SYS_ADMIN = 21
+
+
+def drop_capabilities(keep: tuple[int, ...] = ()) -> None:
+    """A process that stays root loses every capability but `keep`, for good (bounding set, ambient, permitted):
+    it can no longer load modules, trace other processes, bypass file permissions of other users or mount."""
+    for cap in range(64):
+        if cap in keep:
+            continue
+        if _LIBC.prctl(24, cap, 0, 0, 0) < 0:  # PR_CAPBSET_DROP; EINVAL past the last capability
+            if ctypes.get_errno() == errno.EINVAL:
+                break
+            _check(-1, "prctl(PR_CAPBSET_DROP)")
+    _LIBC.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL (absent before Linux 4.3: ignored)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    kept = sum(1 << cap for cap in keep if cap < 32)
+    data = (ctypes.c_uint32 * 6)(kept, kept, 0, 0, 0, 0)  # effective, permitted, inheritable (low, then high 32)
+    _check(_LIBC.syscall(ctypes.c_long(_ARCH_CAPSET[platform.machine()]), header, data), "capset")
+
+
+_ARCH_CAPSET = {"x86_64": 126, "aarch64": 91}
+
+
+def not_dumpable() -> None:
+    """This process's memory and /proc files (its environment, with the caller's API keys) become unreadable to
+    processes without CAP_SYS_PTRACE, even those of the same user."""
+    _check(_LIBC.prctl(4, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+
+
+# --------------------------------------------------------------------------------------------------------- Landlock
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+FS_MAKE_ALL = sum(1 << i for i in range(4, 13))  # remove and make directories, files, devices, sockets, links
+FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV  # all a non-directory can get
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _NetPort(ctypes.Structure):
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version the kernel offers (1 = Linux 5.13, 4 = TCP rules, 6 = scopes); raises Unavailable."""
+    version = _LIBC.syscall(ctypes.c_long(_LANDLOCK_CREATE), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if version < 0:
+        code = ctypes.get_errno()
+        why = {errno.ENOSYS: "the kernel has no Landlock (or a seccomp policy hides it)",
+               errno.EOPNOTSUPP: "Landlock is built in but not enabled at boot (lsm=...landlock)"}
+        raise Unavailable(why.get(code, f"landlock_create_ruleset: {os.strerror(code)}"))
+    return int(version)
+
+
+class Landlock:
+    """A ruleset: everything in `handled` is denied except what the rules allow. Files opened before `restrict()`
+    keep working (the review's log, the pipes)."""
+
+    def __init__(self, abi: int, fs: bool = True, net: bool = False, scopes: int = 0) -> None:
+        self.abi = abi
+        rights = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_READ_DIR | FS_MAKE_ALL
+        rights |= (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0) | (FS_IOCTL_DEV if abi >= 5 else 0)
+        self.fs = fs = rights if fs else 0
+        attr = _RulesetAttr(fs, (NET_BIND_TCP | NET_CONNECT_TCP) if net and abi >= 4 else 0,
+                            scopes if abi >= 6 else 0)
+        size = 8 if abi < 4 else 16 if abi < 6 else 24
+        self.fd = _check(_LIBC.syscall(ctypes.c_long(_LANDLOCK_CREATE), ctypes.byref(attr), ctypes.c_size_t(size),
+                                       ctypes.c_uint32(0)), "landlock_create_ruleset")
+
+    def allow(self, path: str, rights: int) -> bool:
+        """Allow `rights` beneath `path` (a folder) or on it (a file); False when the path does not exist."""
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            is_dir = os.path.isdir(f"/proc/self/fd/{fd}")
+            rights &= self.fs if is_dir else (self.fs & FILE_RIGHTS)
+            if not rights:
+                return False
+            rule = _PathBeneath(rights, fd)
+            _check(_LIBC.syscall(ctypes.c_long(_LANDLOCK_ADD), ctypes.c_int(self.fd), ctypes.c_int(1),
+                                 ctypes.byref(rule), ctypes.c_uint32(0)), f"landlock_add_rule({path})")
+        finally:
+            os.close(fd)
+        return True
+
+    def allow_port(self, port: int, rights: int = NET_BIND_TCP | NET_CONNECT_TCP) -> None:
+        rule = _NetPort(rights, port)
+        _check(_LIBC.syscall(ctypes.c_long(_LANDLOCK_ADD), ctypes.c_int(self.fd), ctypes.c_int(2), ctypes.byref(rule),
+                             ctypes.c_uint32(0)), f"landlock_add_rule(port {port})")
+
+    def restrict(self) -> None:
+        try:
+            no_new_privs()
+            _check(_LIBC.syscall(ctypes.c_long(_LANDLOCK_RESTRICT), ctypes.c_int(self.fd), ctypes.c_uint32(0)),
+                   "landlock_restrict_self")
+        finally:
+            os.close(self.fd)
+
+
+# ---------------------------------------------------------------------------------------------------------- seccomp
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+_LD_W_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+
+
+def socket_filter_program(arch: dict) -> list[tuple[int, int, int, int]]:
+    """BPF: socket() only for AF_UNIX, no io_uring, no foreign-ABI (i386, x32) system calls; all else allowed.
+    seccomp_data: nr at offset 0, arch at 4, args[0] (its low 32 bits, little-endian) at 16."""
+    deny = (_RET, 0, 0, _RET_ERRNO | errno.EACCES)
+    allow = (_RET, 0, 0, _RET_ALLOW)
+    prog = [(_LD_W_ABS, 0, 0, 4), (_JEQ, 1, 0, arch["audit"]), deny, (_LD_W_ABS, 0, 0, 0)]
+    if arch["x32"]:
+        prog.append((_JGE, 0, 1, 0x40000000))
+        prog.append(deny)
+    prog += [
+        (_JEQ, 4, 0, _IO_URING_SETUP),  # -> deny
+        (_JEQ, 0, 2, arch["socket"]),  # not socket() -> allow
+        (_LD_W_ABS, 0, 0, 16),
+        (_JEQ, 0, 1, socket.AF_UNIX),  # AF_UNIX -> allow, else deny
+        allow,
+        deny,
+    ]
+    return prog
+
+
+def block_sockets() -> str:
+    """Install the filter on every thread of this process (TSYNC); a socket() of any family but AF_UNIX then fails
+    with EACCES. Raises Unavailable where seccomp filters are not permitted."""
+    arch = _arch()
+    prog = socket_filter_program(arch)
+    filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
+    fprog = _SockFprog(len(prog), filters)
+    try:
+        no_new_privs()
+        _check(_LIBC.syscall(ctypes.c_long(arch["seccomp"]), ctypes.c_uint(1), ctypes.c_uint(1), ctypes.byref(fprog)),
+               "seccomp(SECCOMP_SET_MODE_FILTER)")
+    except OSError as exc:
+        raise Unavailable(str(exc)) from None
+    return "seccomp filter on socket()"

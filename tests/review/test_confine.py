@@ -1,0 +1,308 @@
+"""The sandbox (review/confine.py) against a probe candidate that tries every escape, reviewed the normal way on CPU.
+
+Each guard is shown twice: with its layer on the escape is stopped, with only that layer off the same escape goes
+through (so the test can fail). The probe's static-check finding (http.client) is turned off: the layers under test
+are the ones at run time.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from kernelskill.review import confine, confine_os
+from kernelskill.settings import Sandbox
+from tests.conftest import DATA
+
+pytestmark = pytest.mark.slow
+PROBE = "candidates/special/sandbox_probe.py"
+PROBLEM = "problems/p01_pointwise_gelu_chain.py"
+SRC = str(Path(confine.__file__).resolve().parents[2])
+
+
+def _landlock() -> int:
+    try:
+        return confine_os.landlock_abi()
+    except confine_os.Unavailable:
+        return 0
+
+
+needs_landlock = pytest.mark.skipif(_landlock() < 1, reason="no Landlock on this kernel")
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - the stdlib's name
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"hello")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv.server_address[1]
+    srv.shutdown()
+
+
+@pytest.fixture
+def targets(tmp_path, server, monkeypatch):
+    secret = tmp_path / "planted" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("the planted secret")
+    monkeypatch.setenv("DATABASE_URL", "postgres://u:pw@h/db")
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://user:hunter2@llm.example/v1")
+    monkeypatch.setenv("COMPANY_DB", "internal-only")
+    return {"PROBE_SECRET_FILE": str(secret), "PROBE_OUTSIDE_FILE": str(tmp_path / "outside" / "written.txt"),
+            "PROBE_HOME": str(Path.home()), "PROBE_PORT": str(server)}
+
+
+def probe(tmp_path: Path, targets: dict, sandbox: Sandbox | None = None, **overrides):
+    """Review the probe; returns (what each escape got, the result)."""
+    from kernelskill.candidate import read_candidate
+    from kernelskill.review.reviewer import review
+    from tests.conftest import fast_settings
+
+    (tmp_path / "outside").mkdir(parents=True, exist_ok=True)
+    settings = fast_settings(timing=False, rules="kernelbench", sandbox=sandbox or Sandbox(),
+                             guards={"static_checks": False}, **overrides)
+    result = review(DATA / PROBLEM, read_candidate(DATA / PROBE), settings, log_dir=tmp_path / "logs", env=targets)
+    assert result.correct, result.error
+    line = next(ln for ln in Path(result.log_path).read_text().splitlines() if ln.startswith("sandbox-probe: "))
+    return json.loads(line.removeprefix("sandbox-probe: ")), result
+
+
+def without(layer: str) -> Sandbox:
+    return Sandbox(**{layer: False})
+
+
+# ------------------------------------------------------------------------------------------------ the probe, all on
+@needs_landlock
+def test_every_escape_of_the_probe_is_stopped(tmp_path, targets):
+    got, result = probe(tmp_path, targets)
+    for escape in ("read_secret", "write_outside", "list_home", "connect", "environment", "harness_environ"):
+        assert not got[escape]["ok"], (escape, got[escape])
+    assert not Path(targets["PROBE_OUTSIDE_FILE"]).exists()
+    assert {name: layer.state for name, layer in result.sandbox.items() if name != "user"} == {
+        "network": "active", "filesystem": "active", "environment": "active"}
+    assert result.sandbox["user"].state in ("active", "unavailable")  # unavailable: said why, never silent
+    assert result.sandbox["user"].mechanism or result.sandbox["user"].detail
+    log = Path(result.log_path).read_text()
+    assert "[kernelskill] sandbox: network: active" in log and "pw@" not in log and "hunter2" not in log
+
+
+# ------------------------------------------------------------------------------------- each layer off, the escape works
+@needs_landlock
+def test_with_the_filesystem_layer_off_the_probe_reads_writes_and_lists(tmp_path, targets):
+    got, result = probe(tmp_path, targets, without("filesystem"))
+    assert got["read_secret"] == {"ok": True, "got": "the planted secret"}
+    assert got["write_outside"]["ok"] and Path(targets["PROBE_OUTSIDE_FILE"]).read_text() == "written by the candidate"
+    assert got["list_home"]["ok"]
+    assert not got["connect"]["ok"] and not got["environment"]["ok"]  # the other layers still hold
+    assert result.sandbox["filesystem"].state == "off"
+
+
+@pytest.mark.parametrize("mechanism", ["netns", "seccomp", "landlock"])
+def test_the_network_is_closed_by_each_mechanism(tmp_path, targets, monkeypatch, mechanism):
+    if mechanism == "landlock" and _landlock() < 4:
+        pytest.skip("Landlock without TCP rules (ABI < 4)")
+    monkeypatch.setenv("KERNELSKILL_SANDBOX_NETWORK", mechanism)
+    got, result = probe(tmp_path, targets, Sandbox(filesystem=False))
+    assert not got["connect"]["ok"], got["connect"]
+    if result.sandbox["network"].state == "unavailable":
+        pytest.skip(f"{mechanism} not permitted here: {result.sandbox['network'].detail}")
+    words = {"netns": "network namespace", "seccomp": "seccomp", "landlock": "Landlock TCP"}[mechanism]
+    assert words in result.sandbox["network"].mechanism
+
+
+def test_with_the_network_layer_off_the_probe_reaches_the_local_server(tmp_path, targets):
+    got, result = probe(tmp_path, targets, without("network"))
+    assert got["connect"] == {"ok": True, "got": 200}
+    assert result.sandbox["network"].state == "off"
+
+
+def test_with_the_environment_layer_off_ordinary_names_leak(tmp_path, targets):
+    got, _ = probe(tmp_path, targets, without("environment"))
+    assert got["environment"]["ok"]  # the old denylist keeps only secret-looking names out
+    assert got["environment"]["got"]["DATABASE_URL"] == "postgres://u:pw@h/db"
+    on, _ = probe(tmp_path / "on", targets, Sandbox(network=False, filesystem=False))
+    assert not on["environment"]["ok"]  # the allowlist alone stops it
+
+
+# ----------------------------------------------------------------------------------------------------- not root
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK), reason="needs root and a system Python")
+@pytest.mark.parametrize("user", [True, False])
+def test_dropping_root_keeps_roots_files_closed(tmp_path, user):
+    """The user layer alone (a system Python, which uid 65534 can run): on, a file only root may read stays closed
+    and the process is nobody; off, it reads the file as root."""
+    secret = tmp_path / "root-only.txt"
+    secret.write_text("root's secret")
+    secret.chmod(0o600)
+    if not confine._reachable(SRC, confine.SANDBOX_UID, confine.SANDBOX_GID):
+        pytest.skip(f"{SRC} is not readable by uid {confine.SANDBOX_UID}")
+    spec = {"layers": {"network": False, "filesystem": False, "environment": False, "user": user}, "mode": "worker",
+            "drop": {"uid": confine.SANDBOX_UID, "gid": confine.SANDBOX_GID}}
+    code = ("import json, os, sys; from kernelskill.review import confine; r = confine.apply(json.loads(sys.argv[1]))\n"
+            "try:\n    got = open(sys.argv[2]).read()\nexcept OSError as e:\n    got = type(e).__name__\n"
+            "print(json.dumps([r['user'], os.getuid(), got]))")
+    done = subprocess.run([SYSTEM_PYTHON, "-I", "-c", f"import sys; sys.path.insert(0, {SRC!r})\n{code}",
+                           json.dumps(spec), str(secret)], capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr
+    layer, uid, got = json.loads(done.stdout)
+    if user:
+        assert layer["state"] == "active" and uid == confine.SANDBOX_UID and got == "PermissionError"
+    else:
+        assert layer["state"] == "off" and uid == 0 and got == "root's secret"
+
+
+def test_a_root_harness_says_why_it_cannot_drop_root(monkeypatch, tmp_path):
+    """Where uid 65534 cannot reach the Python installation (a pyenv under /root), the layer is reported
+    unavailable with the folder named, and the child is not asked to drop."""
+    if os.geteuid() != 0:
+        pytest.skip("runs as root only")
+    monkeypatch.setattr(confine, "_reachable", lambda path, uid, gid: not str(path).startswith(sys.prefix))
+    env = confine.environment(None, False, Sandbox())
+    spec = json.loads(env[confine.SPEC_VAR])
+    assert spec["drop"] is None and sys.prefix in spec["drop_why"]
+
+
+# ------------------------------------------------------------------------------------------ environment and switches
+def test_the_allowlist_keeps_what_builds_need_and_drops_the_rest(monkeypatch):
+    keep = {"PATH": "/usr/bin", "CUDA_HOME": "/usr/local/cuda", "TORCH_CUDA_ARCH_LIST": "9.0", "LD_LIBRARY_PATH": "/x",
+            "TRITON_CACHE_DIR": "/c", "CXX": "g++", "LANG": "C.UTF-8", "KERNELSKILL_HARMLESS": "1"}
+    drop = {"DATABASE_URL": "postgres://u:pw@h/db", "COMPANY_DB": "x", "OPENAI_API_KEY": "sk-x",
+            "KERNELSKILL_REMOTE": "https://user:pw@host/path", "SSH_AUTH_SOCK": "/tmp/agent"}
+    for name, value in {**keep, **drop}.items():
+        monkeypatch.setenv(name, value)
+    env = confine.environment({"CUDA_VISIBLE_DEVICES": "1"}, False, Sandbox())
+    assert not drop.keys() & env.keys()
+    assert all(env[name] == value for name, value in keep.items() if name not in ("TRITON_CACHE_DIR",))
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["PYTHONUNBUFFERED"] == "1"
+    assert env["TRITON_CACHE_DIR"] == "/c"  # the caches are named explicitly: HOME points into the scratch folder
+
+
+def test_pythonpath_entries_are_made_absolute(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", "src")
+    env = confine.environment(None, False, Sandbox())
+    assert str(tmp_path / "src") in env["PYTHONPATH"].split(os.pathsep)
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ("", Sandbox()), ("on", Sandbox()),
+    ("off", Sandbox(network=False, filesystem=False, environment=False, user=False)),
+    ("network,environment", Sandbox(filesystem=False, user=False)),
+])
+def test_the_sandbox_switch(monkeypatch, raw, expected):
+    from kernelskill.settings import ReviewSettings
+
+    monkeypatch.setenv("KERNELSKILL_SANDBOX", raw)
+    assert ReviewSettings().sandbox == expected
+
+
+def test_an_unknown_sandbox_layer_is_a_one_line_error(monkeypatch):
+    from kernelskill.errors import KernelSkillError
+
+    monkeypatch.setenv("KERNELSKILL_SANDBOX", "network,disk")
+    with pytest.raises(KernelSkillError, match="unknown layer disk"):
+        Sandbox.from_env()
+
+
+def test_nothing_available_is_warned_about_once(capsys):
+    confine._WARNED.clear()
+    report = {"network": {"state": "unavailable", "detail": "no namespaces, no seccomp"},
+              "filesystem": {"state": "active", "mechanism": "Landlock ABI 7"}}
+    confine.warn_unavailable(report)
+    confine.warn_unavailable(report)
+    err = capsys.readouterr().err
+    assert err.count("WARNING") == 1 and "network layer is unavailable" in err and "no namespaces" in err
+
+
+def test_network_clients_are_refused_statically():
+    from kernelskill.review.static_checks import static_checks
+
+    for source in ("import http.client", "from urllib.request import urlopen", "import requests", "import ssl"):
+        assert "static:network" in {c.name for c in static_checks(source)}, source
+
+
+# --------------------------------------------------------------------------------------- the mechanisms, one by one
+def _in_child(body: str) -> dict:
+    code = f"import json, os, socket, sys\nsys.path.insert(0, {SRC!r})\nfrom kernelskill.review import confine_os\n{body}"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("filtered", [True, False])
+def test_the_seccomp_filter_allows_unix_sockets_only(filtered):
+    got = _in_child(f"""
+if {filtered}:
+    confine_os.block_sockets()
+out = {{}}
+for name, family in (("inet", socket.AF_INET), ("inet6", socket.AF_INET6), ("unix", socket.AF_UNIX)):
+    try:
+        socket.socket(family, socket.SOCK_STREAM).close()
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = e.errno
+print(json.dumps(out))""")
+    if filtered:
+        assert got == {"inet": 13, "inet6": 13, "unix": "ok"}  # EACCES
+    else:
+        assert got == {"inet": "ok", "inet6": "ok", "unix": "ok"}
+
+
+def test_killing_a_worker_tree_reaches_processes_in_their_own_sessions():
+    from kernelskill.review.sandbox import descendants, kill_tree
+
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys, time\n"
+                               "subprocess.Popen(['sleep', '300'], start_new_session=True)\ntime.sleep(300)"],
+                              start_new_session=True)
+    for _ in range(100):
+        found = descendants(parent.pid)
+        if found:
+            break
+        threading.Event().wait(0.05)
+    assert found, "the child did not start"
+    kill_tree(parent.pid)
+    parent.wait(timeout=10)
+    for pid in found:
+        for _ in range(100):
+            if not _alive(pid):
+                break
+            threading.Event().wait(0.05)
+        assert not _alive(pid), f"{pid} survived"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_worker_runs_in_a_scratch_folder_that_goes_with_it(tmp_path):
+    from kernelskill.review.sandbox import WorkerProcess, clean_environment
+
+    worker = WorkerProcess(clean_environment(sandbox=Sandbox()), "cpu", tmp_path / "log")
+    scratch = worker.scratch
+    assert scratch.is_dir() and worker.env["HOME"] == str(scratch / "home") and worker.env["TMPDIR"] == str(scratch / "tmp")
+    worker.kill()
+    assert not scratch.exists()
+

@@ -1,0 +1,101 @@
+"""A worker killed at its time limit takes its compilers with it, though they run in sessions of their own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kernelskill.settings import Sandbox
+
+pytestmark = pytest.mark.slow
+DATA = Path(__file__).parents[1] / "data"
+
+
+def _fake_compiler(tmp_path: Path) -> tuple[str, str]:
+    """A C++ compiler that answers --version and then hangs in `sleep <marker>` (a marker no other process has)."""
+    marker = f"300.{uuid.uuid4().int % 10**6:06d}"
+    path = tmp_path / "slow-c++"
+    path.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case "$*" in *--version*) echo "slow-c++ {marker}"; exit 0;; esac
+        exec sleep {marker}
+    """))
+    path.chmod(0o755)
+    return str(path), marker
+
+
+def _sleepers(marker: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if argv[:2] == [b"sleep", marker.encode()]:
+                found.append(int(name))
+    return found
+
+
+def _review_with(tmp_path: Path, compiler: str):
+    from kernelskill.candidate import parse_candidate
+    from kernelskill.review.reviewer import review
+    from tests.conftest import fast_settings
+
+    source = textwrap.dedent(f"""\
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+
+        ext = load_inline("ks_test_slow_compiler_{uuid.uuid4().hex[:8]}", "torch::Tensor f(torch::Tensor x) {{ return x; }}",
+                          functions=["f"])
+
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return ext.f(x)
+    """)
+    candidate = parse_candidate(source, tmp_path / "candidate.py")
+    settings = fast_settings(timing=False, timeouts={"compile": 4}, sandbox=Sandbox(filesystem=False),
+                             reuse_worker=False)
+    env = {"CXX": compiler, "KERNELSKILL_CACHE": str(tmp_path / "cache")}
+    return review(DATA / "problems/p01_pointwise_gelu_chain.py", candidate, settings, log_dir=tmp_path, env=env)
+
+
+def _wait_for(condition, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def test_a_timed_out_build_leaves_no_compiler_running(tmp_path):
+    compiler, marker = _fake_compiler(tmp_path)
+    result = _review_with(tmp_path, compiler)
+    assert result.error_kind == "timeout" and result.stage == "compile", result.error
+    assert _wait_for(lambda: not _sleepers(marker)), f"compiler processes left running: {_sleepers(marker)}"
+
+
+def test_killing_only_the_process_group_would_leave_it_running(tmp_path, monkeypatch):
+    """The test above can fail: with the kill of old (the worker's process group only) the compiler survives."""
+    from kernelskill.review import sandbox
+
+    def group_only(pid: int) -> None:
+        os.killpg(pid, signal.SIGKILL)
+
+    monkeypatch.setattr(sandbox, "kill_tree", group_only)
+    compiler, marker = _fake_compiler(tmp_path)
+    result = _review_with(tmp_path, compiler)
+    left = _sleepers(marker)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert result.error_kind == "timeout" and left

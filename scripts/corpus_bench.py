@@ -5,7 +5,7 @@
 Runs `kernelskill bench --problems CORPUS/problems --model corpus:CORPUS --backend cuda --seeds 1 --rounds 0
 --rules kernelbench --profile off` (resuming RUN_DIR when it exists, after unpacking --from into it), stops it
 with Ctrl-C after --budget seconds (the tasks in flight are redone by the next chunk), packs the run folder without
-its bulky per-review logs (their trimmed copies are in run.db) into --tar, and prints a table: tasks per level by
+its per-review logs cut to their last 32 KB into --tar, and prints a table: tasks per level by
 verdict, under both rule sets, wall time, reviews per minute.
 """
 
@@ -50,16 +50,24 @@ def bench(args, extra: list[str]) -> tuple[int, float]:
     return proc.returncode, time.monotonic() - start
 
 
+LOG_TAIL = 32 * 1024  # bytes of each per-review log kept in the tarball: the end says how it went
+
+
 def pack(run: Path, tar: Path) -> None:
-    def keep(info: tarfile.TarInfo):
-        name = info.name
-        if "/reviews/" in f"/{name}" and name.endswith((".log", ".txt")):
-            return None  # per-review logs: large, and their trimmed copies are in run.db
-        return info
+    """Pack the run folder; each per-review log (worker, prebuild, build) only by its last LOG_TAIL bytes."""
+    import io
 
     tar.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(tar, "w:gz") as t:
-        t.add(run, arcname=run.name, filter=keep)
+        for path in sorted(run.rglob("*")):
+            arcname = str(Path(run.name) / path.relative_to(run))
+            if path.is_file() and "reviews" in path.relative_to(run).parts and path.suffix in (".log", ".txt"):
+                data = path.read_bytes()[-LOG_TAIL:]
+                info = t.gettarinfo(str(path), arcname)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+            elif path.is_file() or path.is_dir():
+                t.add(str(path), arcname, recursive=False)
     print(f"packed {run} into {tar} ({tar.stat().st_size / 1e6:.1f} MB)", flush=True)
 
 

@@ -4,8 +4,8 @@
 
 Runs `kernelskill bench --problems CORPUS/problems --model corpus:CORPUS --backend cuda --seeds 1 --rounds 0
 --rules kernelbench --profile off` (resuming RUN_DIR when it exists, after unpacking --from into it), stops it
-with Ctrl-C after --budget seconds (the tasks in flight are redone by the next chunk), packs the run folder without
-its per-review logs cut to their last 32 KB into --tar, and prints a table: tasks per level by
+with Ctrl-C after --budget seconds (the tasks in flight are redone by the next chunk), packs the run folder, its
+per-review logs cut to their last 32 KB, into --tar, and prints a table: tasks per level by
 verdict, under both rule sets, wall time, reviews per minute.
 """
 

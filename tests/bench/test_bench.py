@@ -44,9 +44,10 @@ def problems(tmp_path: Path) -> tuple[Path, ScriptedTeam]:
     return folder, team
 
 
-def bench(folder: Path, out: Path, server: ScriptedServer, *extra, wait=True):
+def bench(folder: Path, out: Path, server: ScriptedServer, *extra, wait=True, env_extra: dict | None = None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
     env["OPENAI_API_KEY"] = KEY
+    env.update(env_extra or {})
     cmd = [sys.executable, "-m", "kernelskill.cli", "bench", "--problems", str(folder), "--model", "openai/scripted",
            "--base-url", server.openai_url, "--device", "cpu", "--seeds", "1", "--rounds", "1", "--trials", "2",
            "--warmup", "1", "--iters", "3", "--parallel", "2", "--out", str(out), *extra]

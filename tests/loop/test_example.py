@@ -42,8 +42,11 @@ def test_readme_example_runs_the_whole_story(tmp_path):
     assert story[2] == ("seed", "mismatch", None)
     # fused: correct; whether it is promoted depends on CPU timing, which a loaded CI machine makes noisy
     assert story[3][:2] == ("optimize", "correct")
-    # the larger block with offsets still of 1024 (the reasons are printed when it is not: a CI run once saw
-    # 'rejected' here, under load, and the reason was not kept)
-    assert story[4] == ("optimize", "mismatch", None), [(h["verdict"], h.get("reason")) for h in history]
+    # the larger block with offsets still of 1024: 3 of every 4 output elements are never written, so they hold
+    # whatever `empty_like` got. On the CPU, malloc sometimes hands back the block of the reference's output of the
+    # same size, the verify trials then pass by luck, and the timed-output check (rotated inputs) catches it instead
+    reasons = [(h["verdict"], h.get("reason")) for h in history]
+    assert story[4][0] == "optimize" and story[4][2] is None, reasons
+    assert story[4][1] == "mismatch" or (story[4][1] == "rejected" and "timed" in history[4]["reason"]), reasons
     assert story[5][:2] == ("repair", "correct")
     assert (tmp_path / "run" / "best.py").exists()

@@ -10,7 +10,6 @@ whether it is still fit to serve another: the harness's functions untouched and 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -21,24 +20,24 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-
-PREBUILD_CALL_S = 30  # a prebuild's meta-device construction and call of ModelNew, builds aside
+from kernelskill.review.wire import (DoneMessage, Message, ReadyMessage, ReviewRequest, StageMessage, StageResults,
+                                     StageSecondsMessage, UpdateMessage, VerdictMessage, encode)
 
 
 class Verdict(Exception):
-    """Ends the review with a failure of `kind` in `stage`."""
+    """Ends the review with its verdict message."""
 
-    def __init__(self, stage: str, kind: str, error: str, **extra) -> None:
-        super().__init__(error)
-        self.stage, self.kind, self.error, self.extra = stage, kind, error, extra
+    def __init__(self, message: VerdictMessage) -> None:
+        super().__init__(message.error)
+        self.message = message
 
 
 class Channel:
     def __init__(self, fd: int) -> None:
         self.stream = os.fdopen(fd, "w", buffering=1)
 
-    def send(self, **message) -> None:
-        self.stream.write(json.dumps(message, default=str) + "\n")
+    def send(self, message: Message) -> None:
+        self.stream.write(encode(message))
         self.stream.flush()
 
 
@@ -125,7 +124,7 @@ class Session:
 
 
 class Worker:
-    def __init__(self, request: dict, channel: Channel, session: Session) -> None:
+    def __init__(self, request: ReviewRequest, channel: Channel, session: Session) -> None:
         self.req = request
         self.ch = channel
         self.session = session
@@ -133,10 +132,10 @@ class Worker:
         self.device = session.device
         self.tracker = session.tracker
         self.integrity = session.integrity
-        self.settings = request["settings"]
-        self.guards = self.settings["guards"]
+        self.settings = request.settings
+        self.guards = self.settings.guards
         self.stage_name = "load"
-        self.rng = random.Random(request["seeds"]["order"])
+        self.rng = random.Random(request.seeds.order)
         self.inputs_s = 0.0
         self.on_device_inputs = True
 
@@ -144,19 +143,19 @@ class Worker:
     def stage(self, name: str) -> None:
         self.stage_name = name
         self._stage_start = time.perf_counter()
-        self.ch.send(type="stage", stage=name)
+        self.ch.send(StageMessage(stage=name))
 
     def end_stage(self) -> None:
-        self.ch.send(type="stage_seconds", stage=self.stage_name, seconds=round(time.perf_counter() - self._stage_start, 3))
+        self.ch.send(StageSecondsMessage(stage=self.stage_name, seconds=round(time.perf_counter() - self._stage_start, 3)))
 
     def update(self, **data) -> None:
-        self.ch.send(type="update", data=data)
+        self.ch.send(UpdateMessage(data=StageResults(**data)))
 
     def fail(self, kind: str, error: str, **extra) -> Verdict:
-        return Verdict(self.stage_name, kind, error, **extra)
+        return Verdict(VerdictMessage(stage=self.stage_name, kind=kind, error=error, **extra))
 
     def check_integrity(self) -> None:
-        if not self.guards["integrity"]:
+        if not self.guards.integrity:
             return
         tampered = self.integrity.tampered()
         if tampered:
@@ -164,7 +163,7 @@ class Worker:
 
     def check_threads(self, before: set) -> None:
         """Threads started by candidate code must not outlive the call that started them."""
-        if not self.guards["no_threads"]:
+        if not self.guards.no_threads:
             return
         new = [t for t in threading.enumerate() if t not in before and t.is_alive()]
         library = [t.name for t in new if _compile_worker_thread(t)]
@@ -243,7 +242,7 @@ class Worker:
         torch = self.torch
         req = self.req
         name = self.session.device_name
-        if self.device.type == "cpu" and req["backend"] == "triton":
+        if self.device.type == "cpu" and req.backend == "triton":
             name = "cpu (Triton interpreter)"
         self.update(device_name=name)
         self.tracker.launches.clear()
@@ -251,12 +250,12 @@ class Worker:
         self.problem = _problem_of(req)
         try:
             self.loaded = instantiate_problem(self.problem)
-            seeds = req["seeds"]
-            torch.manual_seed(seeds["init"])
+            seeds = req.seeds
+            torch.manual_seed(seeds.init)
             self.init_inputs = call_entry(self.problem, self.loaded.get_init_inputs, "get_init_inputs")
-            torch.manual_seed(seeds["init"])
+            torch.manual_seed(seeds.init)
             self.ref_model = self.loaded.model_cls(*self.init_inputs).to(self.device)
-            self.warm_inputs = self.make_inputs(seeds["warm"])
+            self.warm_inputs = self.make_inputs(seeds.warm)
         except Exception as exc:
             if type(exc).__name__ == "ProblemError":
                 raise self.fail("bad_problem", str(exc))
@@ -265,7 +264,7 @@ class Worker:
             self.run_reference(self.copy_args(self.warm_inputs))
         except Exception as exc:
             raise self.fail("bad_problem", f"{self.problem.path}: Model.forward raised on get_inputs(): {_short_traceback(exc, str(self.problem.path))}")
-        if req["backend"] == "triton":
+        if req.backend == "triton":
             try:
                 import triton  # noqa: F401
             except ImportError as exc:  # say what is missing: Triton itself, or numpy for its CPU interpreter
@@ -281,13 +280,13 @@ class Worker:
         from kernelskill.review.cuda import CudaCompileError, inline
 
         req = self.req
-        self.cand_file = req["candidate_path"] or "<candidate>"
+        self.cand_file = req.candidate_path or "<candidate>"
         start = time.perf_counter()
-        checked_only = req["backend"] == "cuda" and self.device.type == "cpu"
+        checked_only = req.backend == "cuda" and self.device.type == "cpu"
         builds_before = len(inline.BUILDS)
         threads = set(threading.enumerate())
         try:
-            module = load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
+            module = load_module(req.candidate_source, self.cand_file, "kernelskill_candidate")
         except CudaCompileError as exc:
             raise self.fail("compile_error", str(exc), compile_errors=exc.log)
         except Exception as exc:
@@ -302,13 +301,13 @@ class Worker:
         if not isinstance(model_new, type) or not issubclass(model_new, torch.nn.Module):
             raise self.fail("bad_candidate", f"{self.cand_file}: `ModelNew` must be an nn.Module subclass")
         try:
-            torch.manual_seed(req["seeds"]["init"])
+            torch.manual_seed(req.seeds.init)
             self.cand_model = model_new(*self.init_inputs).to(self.device)
         except Exception as exc:
             detail = _short_traceback(exc, self.cand_file)
             raise self.fail("compile_error", "ModelNew(*get_init_inputs()) raised:\n" + detail, compile_errors=detail)
         self.check_threads(threads)
-        compile_info = {"ok": True, "backend": req["backend"], "checked_only": checked_only}
+        compile_info = {"ok": True, "backend": req.backend, "checked_only": checked_only}
         builds = inline.BUILDS[builds_before:]  # what the extension builder did: cache hits, steps, warnings
         if checked_only:
             compile_info["warnings"] = [w for b in builds for w in b.warnings]
@@ -371,11 +370,11 @@ class Worker:
         return copied
 
     def candidate_first(self) -> bool:
-        order = self.settings["order"]
+        order = self.settings.order
         return order == "candidate_first" or (order == "random" and self.rng.random() < 0.5)
 
     def poison(self) -> None:
-        if self.device.type == "cuda" and self.guards["poison_freed_memory"]:
+        if self.device.type == "cuda" and self.guards.poison_freed_memory:
             from kernelskill.review.guards import poison_free_cuda_memory
 
             poison_free_cuda_memory(self.device)
@@ -388,7 +387,7 @@ class Worker:
         torch = self.torch
         inputs = self.make_inputs(seed)
         ref_args = self.copy_args(inputs)
-        cand_args = self.copy_args(inputs) if self.guards["clone_inputs"] else ref_args
+        cand_args = self.copy_args(inputs) if self.guards.clone_inputs else ref_args
 
         def reference():
             with self.ref_trace if index == 0 else _null():
@@ -420,13 +419,13 @@ class Worker:
             ref_out = reference()
             cand_out = candidate()
         self.check_integrity()
-        if self.guards["output_types"]:
+        if self.guards.output_types:
             problem = output_problem(cand_out, self.device)
             if problem:
                 raise self.reject("runtime:output-type", problem)
-        if self.guards["clone_inputs"] and _changed(inputs, cand_args):
+        if self.guards.clone_inputs and _changed(inputs, cand_args):
             self.flags.add("candidate_mutates_inputs")
-        return compare_outputs(ref_out, cand_out, self.settings["atol"], self.settings["rtol"], index), ref_out
+        return compare_outputs(ref_out, cand_out, self.settings.atol, self.settings.rtol, index), ref_out
 
     def verify(self) -> None:
         """All trials, with ModelNew's parameters as its own __init__ made them after Model's seed (KernelBench's
@@ -464,13 +463,13 @@ class Worker:
 
     def trials(self) -> tuple | None:
         """Run every verify trial; None when all pass, else (error, verify record, max abs, max rel error)."""
-        seeds = self.req["seeds"]
-        trials = self.settings["trials"]
+        seeds = self.req.seeds
+        trials = self.settings.trials
         worst_abs = worst_rel = 0.0
         ref_outputs = []
         for i in range(trials):
-            profile = self.device.type == "cuda" and i == seeds["profile_trial"] % trials
-            cmp, ref_out = self.one_trial(i, seeds["trials"][i], self.candidate_first(), profile)
+            profile = self.device.type == "cuda" and i == seeds.profile_trial % trials
+            cmp, ref_out = self.one_trial(i, seeds.trials[i], self.candidate_first(), profile)
             worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
             if not cmp.ok:
                 return (f"trial {i + 1} of {trials}: {cmp.mismatch.reason}",
@@ -478,7 +477,7 @@ class Worker:
             ref_outputs.append(_map_tensors(ref_out, lambda t: t.detach().flatten()[:4096].cpu()))
         self.update(verify=_verify_dict(True, trials, trials, self.settings, worst_abs, worst_rel, None),
                     max_abs_error=worst_abs, max_rel_error=worst_rel)
-        self.flags.update(_degenerate(ref_outputs, self.settings["atol"], self.torch))
+        self.flags.update(_degenerate(ref_outputs, self.settings.atol, self.torch))
         return None
 
     def note_backend_flags(self) -> None:
@@ -492,7 +491,7 @@ class Worker:
 
     def kernel_policy(self) -> None:
         """The candidate must launch kernels of its own and must not simply re-run the reference's operators."""
-        names = self.req["kernel_names"]
+        names = self.req.kernel_names
         own = dict(self.tracker.launches)
         for kernel in self.profiled:
             for name in names:
@@ -501,9 +500,9 @@ class Worker:
         ref_ops, cand_ops = dict(self.ref_trace.ops), dict(self.cand_trace.ops)
         self.update(kernels={"own_kernels": own, "candidate_ops": cand_ops, "reference_ops": ref_ops,
                              "profiled_kernels": sorted(self.profiled)})
-        if not self.guards["kernel_policy"]:
+        if not self.guards.kernel_policy:
             return
-        if self.settings["allow_torch_ops"]:
+        if self.settings.allow_torch_ops:
             self.flags.add("torch_ops_allowed")
             return
         # Policy, not safety: the candidate is still timed; `--rules strict` turns a violation into the verdict.
@@ -528,11 +527,11 @@ class Worker:
         from kernelskill.review.timing import TIMING_BUDGET_S, Timer, hidden_work
 
         torch = self.torch
-        seeds = self.req["seeds"]
+        seeds = self.req.seeds
         device = self.device.type
-        warmup = self.req["warmup"]
-        iters = self.req["iters"]
-        sets = [self.make_inputs(s) for s in seeds["timing"]]
+        warmup = self.req.warmup
+        iters = self.req.iters
+        sets = [self.make_inputs(s) for s in seeds.timing]
         expected = [_map_tensors(self.run_reference(self.copy_args(args)), lambda t: t.detach().clone()) for args in sets]
         # The timed candidate call is the bare forward: synchronizing inside it would put the host's wake-up latency
         # (tens of microseconds, varying from process to process) into the candidate's time and not the reference's.
@@ -548,7 +547,7 @@ class Worker:
             else:  # threads the harness's own callables start (torch.compile's workers) are not the candidate's
                 threads = set(threading.enumerate())
 
-        if self.settings["baseline"] == "compile":
+        if self.settings.baseline == "compile":
             compiled = torch.compile(self.ref_model)
 
             def run_compiled(*args):
@@ -556,24 +555,24 @@ class Worker:
                     return compiled(*args)
 
             fns["compiled_reference"] = run_compiled
-        timer = Timer(self.device, device_sync=self.guards["device_sync"], poison=self.poison, after_call=after_call)
+        timer = Timer(self.device, device_sync=self.guards.device_sync, poison=self.poison, after_call=after_call)
         try:
             samples, synced, kept = timer.run(fns, sets, warmup, iters,
-                                              keep_last=len(sets) if self.guards["timed_outputs"] else 0)
+                                              keep_last=len(sets) if self.guards.timed_outputs else 0)
         except Verdict:
             raise
         except Exception as exc:  # an asynchronous CUDA error surfacing at the timer's synchronization
             if _is_cuda_fatal(exc):
                 raise self.fail("crash", f"CUDA error while timing the candidate: {type(exc).__name__}: {exc}")
             raise
-        hidden = self.guards["device_sync"] and device == "cuda" and hidden_work(
+        hidden = self.guards.device_sync and device == "cuda" and hidden_work(
             samples["candidate"], synced["candidate"], samples["reference"], synced["reference"])
         if hidden:
             samples = synced
             self.flags.add("work_outside_current_stream")
         self.check_integrity()
         for k, out in kept["candidate"]:
-            cmp = compare_outputs(expected[k], out, self.settings["atol"], self.settings["rtol"], -1)
+            cmp = compare_outputs(expected[k], out, self.settings.atol, self.settings.rtol, -1)
             if not cmp.ok and _marginal(cmp):
                 # a few elements at the tolerance's edge (a reduction's order varying from call to call), not a
                 # result computed for other inputs, which misses in nearly every element
@@ -598,7 +597,7 @@ class Worker:
                 + (("the L2 cache is flushed (256 MB zeroed); CUDA events on the current stream"
                     + ("; the candidate left work running past its stop event, so all callables are timed until the "
                        "device is idle" if hidden else ", checked against device-wide idle time")
-                    if self.guards["device_sync"] else ", no device-wide check")
+                    if self.guards.device_sync else ", no device-wide check")
                    if device == "cuda" else "a 32 MB buffer is zeroed; CPU wall clock (not a GPU timing)")
             ),
             "warmup": warmup,
@@ -615,20 +614,20 @@ class Worker:
             timing["speedup_vs_compile"] = comp.mean_ms / cand.mean_ms
             update.update(compile_ms=comp.mean_ms, speedup_vs_compile=timing["speedup_vs_compile"])
         self.update(timing=timing, flags=sorted(self.flags), **update)
-        if timing["speedup"] > self.settings["reverify_above"]:
+        if timing["speedup"] > self.settings.reverify_above:
             self.reverify(timing["speedup"])
         self.end_stage()
 
     def reverify(self, speedup: float) -> None:
         """Suspiciously large speedups get many more trials on fresh inputs before they are believed."""
-        seeds = self.req["seeds"]["reverify"]
+        seeds = self.req.seeds.reverify
         for i, seed in enumerate(seeds):
             cmp, _ = self.one_trial(1000 + i, seed, self.candidate_first(), False)
             if not cmp.ok:
-                self.flags.add(f"speedup_over_{self.settings['reverify_above']:g}x_reverify_failed")
+                self.flags.add(f"speedup_over_{self.settings.reverify_above:g}x_reverify_failed")
                 raise self.fail("mismatch", f"speedup {speedup:.1f}x re-verified: extra trial {i + 1} of {len(seeds)} failed: "
                                 f"{cmp.mismatch.reason}")
-        self.flags.add(f"speedup_over_{self.settings['reverify_above']:g}x_reverified")
+        self.flags.add(f"speedup_over_{self.settings.reverify_above:g}x_reverified")
         self.update(flags=sorted(self.flags))
 
     def build_only(self) -> None:
@@ -642,12 +641,12 @@ class Worker:
         from kernelskill.review.cuda import CudaCompileError, inline
 
         req = self.req
-        self.cand_file = req["candidate_path"] or "<candidate>"
+        self.cand_file = req.candidate_path or "<candidate>"
         before = len(inline.BUILDS)
         try:
             # the stand-in pauses construct_for_builds' alarm while it builds
-            with inline.installed("build", arch=req["arch"]), _pretend_gpu(self.torch, req["arch"]):
-                module = load_module(req["candidate_source"], self.cand_file, "kernelskill_candidate")
+            with inline.installed("build", arch=req.arch), _pretend_gpu(self.torch, req.arch):
+                module = load_module(req.candidate_source, self.cand_file, "kernelskill_candidate")
                 self.construct_for_builds(module)
         except CudaCompileError as exc:
             raise self.fail("compile_error", str(exc), compile_errors=exc.log)
@@ -676,7 +675,7 @@ class Worker:
         problem = _problem_of(self.req)
         loaded = instantiate_problem(problem)
 
-        limit = int(self.req.get("prebuild_call_s", PREBUILD_CALL_S))
+        limit = self.req.prebuild_call_s
 
         def out_of_time(*_):
             raise TimeoutError(f"constructing and calling ModelNew on meta tensors took over {limit} s")
@@ -699,15 +698,15 @@ class Worker:
             signal.signal(signal.SIGALRM, previous)
 
     def run(self) -> None:
-        if self.req.get("mode") == "build":
+        if self.req.mode == "build":
             self.build_only()
             return
         self.load()
         self.compile()
-        if self.req["backend"] == "cuda" and self.device.type == "cpu":
+        if self.req.backend == "cuda" and self.device.type == "cpu":
             return
         self.verify()
-        if self.settings["timing"]:
+        if self.settings.timing:
             self.time()
 
 
@@ -764,12 +763,12 @@ class _null:
         return False
 
 
-def _problem_of(request: dict):
+def _problem_of(request: ReviewRequest):
     """The problem a request names, from the source the caller read (the worker does not read the file again)."""
     from kernelskill.problem import Problem
 
-    path = Path(request["problem_path"])
-    return Problem(path=path, source=request["problem_source"], name=path.stem)
+    path = Path(request.problem_path)
+    return Problem(path=path, source=request.problem_source, name=path.stem)
 
 
 # Threads whose code lives in these packages are compiler infrastructure (torch.compile's compile workers and their
@@ -825,7 +824,7 @@ def _changed(before: list, after: list) -> bool:
 
 def _verify_dict(ok, trials, passed, settings, max_abs, max_rel, mismatch) -> dict:
     return {
-        "ok": ok, "trials": trials, "passed": passed, "atol": settings["atol"], "rtol": settings["rtol"],
+        "ok": ok, "trials": trials, "passed": passed, "atol": settings.atol, "rtol": settings.rtol,
         "max_abs_error": max_abs, "max_rel_error": max_rel,
         "mismatch": mismatch.model_dump() if mismatch is not None else None,
     }
@@ -895,32 +894,33 @@ def _log_to_fd(fds) -> None:
         os.close(fd)
 
 
-def serve(channel: Channel, session: Session, request: dict, fds=None, sandbox: dict | None = None) -> None:
+def serve(channel: Channel, session: Session, request: ReviewRequest, fds=None, sandbox: dict | None = None) -> None:
     """One review, start to end; always ends with a "done" message saying whether this process may serve again."""
     from kernelskill.review import confine
 
-    if request.get("log_fd") and fds is not None:
+    if request.log_fd and fds is not None:
         _log_to_fd(fds)
     else:
-        _log_to(request["log_path"])
+        _log_to(request.log_path)
     print(f"[kernelskill] sandbox: {confine.describe(sandbox or {})}", file=sys.stderr, flush=True)
-    confine.remember_sources(request)
+    confine.remember_sources([(str(Path(request.problem_path)), request.problem_source),
+                              (request.candidate_path or "<candidate>", request.candidate_source)])
     worker = Worker(request, channel, session)
     kind = None
     try:
         worker.run()
     except Verdict as verdict:
-        kind = verdict.kind
-        channel.send(type="verdict", stage=verdict.stage, kind=verdict.kind, error=verdict.error, **verdict.extra)
+        kind = verdict.message.kind
+        channel.send(verdict.message)
         if hasattr(worker, "flags"):
-            channel.send(type="update", data={"flags": sorted(worker.flags)})
+            channel.send(UpdateMessage(data=StageResults(flags=sorted(worker.flags))))
     except BaseException as exc:  # a bug in the harness, or something the candidate broke in it: report, never hide
         kind = "crash"
         traceback.print_exc()
-        channel.send(type="verdict", stage=worker.stage_name, kind="crash",
-                     error=f"review worker error in stage {worker.stage_name}: {type(exc).__name__}: {exc}")
+        channel.send(VerdictMessage(stage=worker.stage_name, kind="crash",
+                                    error=f"review worker error in stage {worker.stage_name}: {type(exc).__name__}: {exc}"))
     if worker.inputs_s:
-        channel.send(type="stage_seconds", stage="inputs", seconds=round(worker.inputs_s, 3))
+        channel.send(StageSecondsMessage(stage="inputs", seconds=round(worker.inputs_s, 3)))
     unfit = ["the review ended in a crash"] if kind == "crash" else []
     try:
         del worker
@@ -930,7 +930,7 @@ def serve(channel: Channel, session: Session, request: dict, fds=None, sandbox: 
         unfit.append(f"clean-up failed: {type(exc).__name__}: {exc}")
     sys.stdout.flush()
     sys.stderr.flush()
-    channel.send(type="done", reusable=not unfit, unfit=unfit)
+    channel.send(DoneMessage(reusable=not unfit, unfit=unfit))
 
 
 def main() -> None:
@@ -948,22 +948,26 @@ def main() -> None:
         session = Session(device)
     except BaseException as exc:  # the first request gets the reason as its verdict
         traceback.print_exc()
-        request = json.loads(sys.stdin.readline() or "{}")
-        if request.get("log_fd") and fds is not None:
+        try:
+            request = ReviewRequest.model_validate_json(sys.stdin.readline())
+        except ValueError:  # no request (the parent is gone) or not one: nowhere to log to
+            request = None
+        if request is not None and request.log_fd and fds is not None:
             _log_to_fd(fds)
             traceback.print_exception(exc)
-        elif request.get("log_path"):
-            _log_to(request["log_path"])
+        elif request is not None and request.log_path:
+            _log_to(request.log_path)
             traceback.print_exception(exc)
-        channel.send(type="stage", stage="load")
-        channel.send(type="verdict", stage="load", kind="crash", error=f"the review worker could not start: {type(exc).__name__}: {exc}")
-        channel.send(type="done", reusable=False, unfit=["start-up failed"])
+        channel.send(StageMessage(stage="load"))
+        channel.send(VerdictMessage(stage="load", kind="crash",
+                                    error=f"the review worker could not start: {type(exc).__name__}: {exc}"))
+        channel.send(DoneMessage(reusable=False, unfit=["start-up failed"]))
         os._exit(0)
-    channel.send(type="ready", seconds=round(time.perf_counter() - start, 3), device_name=session.device_name,
-                 capability=session.capability, sandbox=sandbox)
+    channel.send(ReadyMessage(seconds=round(time.perf_counter() - start, 3), device_name=session.device_name,
+                              capability=session.capability, sandbox=sandbox))
     for line in sys.stdin:  # the parent closes stdin (or dies) to end us
         if line.strip():
-            serve(channel, session, json.loads(line), fds, sandbox)
+            serve(channel, session, ReviewRequest.model_validate_json(line), fds, sandbox)
     os._exit(0)  # skip interpreter teardown: a candidate's broken state must not turn a verdict into a crash
 
 

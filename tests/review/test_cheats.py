@@ -126,7 +126,7 @@ def test_torch_compiles_own_worker_threads_are_not_the_candidates_but_a_spoofed_
 
     from torch._inductor.compile_worker import subproc_pool
 
-    from kernelskill.review.worker import _compile_worker_thread
+    from kernelskill.review.worker.candidate import _compile_worker_thread
 
     def own():
         pass

@@ -432,10 +432,10 @@ def _prebuild(source: str, tmp_path: Path, **request) -> dict:
     problem = read_problem(Path(__file__).parents[1] / "data" / "problems" / "p01_pointwise_gelu_chain.py")
     candidate = parse_candidate(source, tmp_path / "candidate.py")
     settings = ReviewSettings(device="cpu")
-    req = {**_request(problem, candidate, settings, "cpu", "cuda"), "mode": "build", "arch": "9.0", **request}
+    req = _request(problem, candidate, settings, "cpu", "cuda", **{"mode": "build", "arch": "9.0", **request})
     outcome = run_worker(req, settings.timeouts.model_dump(), tmp_path / "prebuild.log",
                          clean_environment({"CUDA_VISIBLE_DEVICES": ""}), reuse=False)
-    return {k: v for m in outcome.messages if m["type"] == "update" for k, v in m["data"].items()}
+    return outcome.results.model_dump(exclude_unset=True)
 
 
 def test_a_prebuild_builds_what_modelnew_loads_in_init_and_first_forward_without_running_its_warm_up(ext, tmp_path):

@@ -9,7 +9,8 @@ A map of the package, in the order a review goes through it:
   fallbacks to the reference), and what only the strict rules refuse.
 - the sandbox (sandbox.py): worker processes with a clean environment, a time limit per stage, warm reuse, and a
   crash or hang that costs one candidate, never the run.
-- the worker (worker.py): inside that process, the stages load → compile → verify → time.
+- the worker (worker/, wire.py): inside that process, the stages load → compile → verify → time; the typed
+  request and messages between it and the reviewer (wire.py).
 - guards (guards.py): what holds the verdict against an adversarial candidate at run time (integrity of the
   harness's functions, poisoned freed memory, plain output tensors, which kernels and ops a forward ran).
 - comparing and timing (compare.py, timing.py): outputs against the reference; do_bench-style timing with rotated

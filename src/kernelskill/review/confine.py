@@ -395,13 +395,13 @@ def _filesystem_rules(ruleset: osl.Landlock, spec: dict) -> None:
         ruleset.allow(path, everything)
 
 
-def remember_sources(request: dict) -> None:
-    """Put the problem's and the candidate's sources into linecache under their file names: tracebacks and Triton
-    (which reads a kernel's source through inspect) then never open the files, which the sandbox does not grant."""
+def remember_sources(files: list[tuple[str, str | None]]) -> None:
+    """Put the problem's and the candidate's sources (file name, source) into linecache under their file names:
+    tracebacks and Triton (which reads a kernel's source through inspect) then never open the files, which the
+    sandbox does not grant."""
     import linecache
 
-    for path, source in ((str(Path(request.get("problem_path") or "")), request.get("problem_source")),
-                         (request.get("candidate_path") or "<candidate>", request.get("candidate_source"))):
+    for path, source in files:
         if path and source is not None:
             linecache.cache[path] = (len(source), None, source.splitlines(True), path)
 

@@ -22,11 +22,11 @@ from kernelskill.candidate import Candidate
 from kernelskill.errors import KernelSkillError, ProblemError
 from kernelskill.problem import Problem, read_problem
 from kernelskill.review.logs import trim_log
-from kernelskill.review.results import (Check, CompileResult, KernelUsage, PolicyResult, ReviewResult, TimingResult,
-                                        VerifyResult)
+from kernelskill.review.results import Check, CompileResult, PolicyResult, ReviewResult
 from kernelskill.review.confine import warn_unavailable
-from kernelskill.review.sandbox import clean_environment, describe_exit, run_worker
+from kernelskill.review.sandbox import WorkerOutcome, clean_environment, describe_exit, run_worker
 from kernelskill.review.static_checks import split_findings, static_checks
+from kernelskill.review.wire import ReviewRequest, Seeds
 from kernelskill.settings import ReviewSettings
 
 KERNELBENCH_SEED = 42  # the well-known seed a cheating candidate could precompute for; used only with the guard off
@@ -47,19 +47,19 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def _seeds(settings: ReviewSettings) -> dict:
+def _seeds(settings: ReviewSettings) -> Seeds:
     draw = (lambda: secrets.randbits(62)) if settings.guards.secret_seeds else None
     counter = iter(range(KERNELBENCH_SEED, KERNELBENCH_SEED + 10_000))
     pick = draw or (lambda: next(counter))
-    return {
-        "init": pick(),
-        "warm": pick(),
-        "trials": [pick() for _ in range(settings.trials)],
-        "timing": [pick() for _ in range(settings.input_sets)],
-        "reverify": [pick() for _ in range(settings.reverify_trials)],
-        "order": secrets.randbits(62),
-        "profile_trial": secrets.randbelow(settings.trials),
-    }
+    return Seeds(
+        init=pick(),
+        warm=pick(),
+        trials=[pick() for _ in range(settings.trials)],
+        timing=[pick() for _ in range(settings.input_sets)],
+        reverify=[pick() for _ in range(settings.reverify_trials)],
+        order=secrets.randbits(62),
+        profile_trial=secrets.randbelow(settings.trials),
+    )
 
 
 def review(
@@ -108,20 +108,23 @@ def _base(problem: Problem, candidate: Candidate, settings: ReviewSettings, devi
                 settings=settings.model_dump(mode="json", exclude={"timeouts"}), compiled=False, correct=False)
 
 
-def _request(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str) -> dict:
-    return {
-        "problem_path": str(problem.path),
-        "problem_source": problem.source,
-        "candidate_path": candidate.filename if candidate.path else None,
-        "candidate_source": candidate.source,
-        "kernel_names": list(candidate.kernel_names),
-        "backend": backend,
-        "device": device,
-        "warmup": settings.resolved_warmup(device),
-        "iters": settings.resolved_iters(device),
-        "settings": settings.model_dump(mode="json"),
-        "seeds": _seeds(settings),
-    }
+def _request(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str,
+             **build) -> ReviewRequest:
+    """The worker's request; `build` (mode="build", arch=...) makes it a prebuild's."""
+    return ReviewRequest(
+        problem_path=str(problem.path),
+        problem_source=problem.source,
+        candidate_path=candidate.filename if candidate.path else None,
+        candidate_source=candidate.source,
+        kernel_names=list(candidate.kernel_names),
+        backend=backend,
+        device=device,
+        warmup=settings.resolved_warmup(device),
+        iters=settings.resolved_iters(device),
+        settings=settings,
+        seeds=_seeds(settings),
+        **build,
+    )
 
 
 @dataclass
@@ -160,14 +163,13 @@ def prebuild(
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kernelskill-review-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "prebuild.log"
-    request = {**_request(problem, candidate, settings, "cpu", backend), "mode": "build", "arch": arch}
+    request = _request(problem, candidate, settings, "cpu", backend, mode="build", arch=arch)
     start = time.perf_counter()
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
                          clean_environment({"CUDA_VISIBLE_DEVICES": ""}, sandbox=settings.sandbox),
                          reuse=settings.reuse_worker)
     seconds = round(time.perf_counter() - start, 3)
-    verdict = next((m for m in outcome.messages if m["type"] == "verdict"), None)
-    if verdict is None or verdict["kind"] != "compile_error":
+    if outcome.verdict is None or outcome.verdict.kind != "compile_error":
         return Prebuilt(seconds)
     result = _compose(_base(problem, candidate, settings, "cuda", backend), outcome, settings, log_path, seconds)
     result.stage_seconds = {"compile": outcome.stage_seconds.get("compile", seconds)}
@@ -212,71 +214,54 @@ def gpu_arch() -> str | None:
     return caps[0] if out.returncode == 0 and caps else None
 
 
-def _compose(base: dict, outcome, settings: ReviewSettings, log_path: Path, wall: float,
+def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_path: Path, wall: float,
              strict_only: list[Check] | None = None) -> ReviewResult:
-    data: dict = {}
-    flags: list[str] = []
-    verdict = None
-    for m in outcome.messages:
-        if m["type"] == "update":
-            for key, value in m["data"].items():
-                if key == "flags":
-                    flags.extend(f for f in value if f not in flags)
-                else:
-                    data[key] = value
-        elif m["type"] == "verdict":
-            verdict = m
+    """The review's result: what the stages reported, then the verdict (the worker's, a timeout or a crash)."""
+    found = outcome.results
     log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
     result = dict(base)
     result.update(
-        compiled=bool(data.get("compiled")),
-        device_name=data.get("device_name"),
-        max_abs_error=data.get("max_abs_error"),
-        max_rel_error=data.get("max_rel_error"),
-        ref_ms=data.get("ref_ms"),
-        candidate_ms=data.get("candidate_ms"),
-        speedup=data.get("speedup"),
-        compile_ms=data.get("compile_ms"),
-        speedup_vs_compile=data.get("speedup_vs_compile"),
-        compile=CompileResult(**data["compile"]) if data.get("compile") else None,
-        verify=VerifyResult(**data["verify"]) if data.get("verify") else None,
-        timing=TimingResult(**data["timing"]) if data.get("timing") else None,
-        kernels=KernelUsage(**data["kernels"]) if data.get("kernels") else None,
+        {name: getattr(found, name) for name in REPORTED},
+        compiled=bool(found.compiled),
         stage_seconds={"start": 0.0, **outcome.stage_seconds, "wall": round(wall, 3)},  # start: worker start-up
         log=trim_log(log_text) or None,
         log_path=str(log_path),
         sandbox=outcome.sandbox,
     )
     warn_unavailable(outcome.sandbox)
+    verdict = outcome.verdict
     if outcome.timed_out:
         limit = getattr(settings.timeouts, outcome.stage or "load")
         result.update(stage=outcome.stage, error_kind="timeout",
                       error=f"the {outcome.stage} stage ran past its {limit:g} s limit (a hang or a very slow candidate); the worker was killed")
     elif verdict is not None:
-        kind = verdict["kind"]
-        if kind == "bad_problem":
-            raise ProblemError(verdict["error"])
-        result.update(stage=verdict["stage"], error_kind=kind, error=verdict["error"])
-        if verdict.get("max_abs_error") is not None:
-            result.update(max_abs_error=verdict["max_abs_error"], max_rel_error=verdict["max_rel_error"])
-        if verdict.get("checks"):
-            result["checks"] = [Check(**c) for c in verdict["checks"]]
-        if kind == "compile_error":
-            result["compile"] = CompileResult(ok=False, backend=base["backend"], errors=verdict.get("compile_errors") or verdict["error"])
-        if kind in ("runtime_error", "mismatch", "rejected", "crash"):
+        if verdict.kind == "bad_problem":
+            raise ProblemError(verdict.error)
+        result.update(stage=verdict.stage, error_kind=verdict.kind, error=verdict.error)
+        if verdict.max_abs_error is not None:
+            result.update(max_abs_error=verdict.max_abs_error, max_rel_error=verdict.max_rel_error)
+        if verdict.checks:
+            result["checks"] = list(verdict.checks)
+        if verdict.kind == "compile_error":
+            result["compile"] = CompileResult(ok=False, backend=base["backend"], errors=verdict.compile_errors or verdict.error)
+        if verdict.kind in ("runtime_error", "mismatch", "rejected", "crash"):
             result["correct"] = False
     elif not outcome.finished:
         tail = "\n".join(log_text.rstrip().splitlines()[-15:])
         result.update(stage=outcome.stage, error_kind="crash",
                       error=f"{describe_exit(outcome.returncode)} during the {outcome.stage} stage" + (f":\n{tail}" if tail else ""))
     else:
-        checked_only = bool(data.get("compile", {}).get("checked_only"))
+        checked_only = found.compile is not None and found.compile.checked_only
         result.update(stage=None, error=None, correct=not checked_only)
     # a stage that did not finish still gets its elapsed share in the log; flags always survive
-    result["flags"] = flags
-    _apply_rules(result, settings, [*(strict_only or []), *(Check(**c) for c in data.get("policy_violations", []))],
-                 data.get("weights"))
+    result["flags"] = list(found.flags or [])
+    _apply_rules(result, settings, [*(strict_only or []), *(found.policy_violations or [])], found.weights)
     return ReviewResult(**result)
+
+
+# what the stages report that a ReviewResult shows as it is
+REPORTED = {"device_name", "max_abs_error", "max_rel_error", "ref_ms", "candidate_ms", "speedup", "compile_ms",
+            "speedup_vs_compile", "compile", "verify", "timing", "kernels"}
 
 
 def _apply_rules(result: dict, settings: ReviewSettings, violations: list[Check], weights: str | None) -> None:

@@ -3,7 +3,7 @@
 
 A worker (`kernelskill.review.worker`) is started once and then serves one review after another, so a review pays
 for Python, torch and CUDA start-up only when it gets a fresh worker. Requests go to it as JSON lines on stdin; it
-reports stage announcements and results as JSON lines on a pipe of its own. Its stdout and stderr (the candidate's
+reports stage announcements and results as JSON lines on a pipe of its own (both typed in `wire`). Its stdout and stderr (the candidate's
 prints, compiler output, tracebacks) go to each review's own log file, which is kept.
 
 A worker is used again only after a review that ended cleanly (correct, wrong output, a compile or Python error)
@@ -19,7 +19,6 @@ the worker as an open file descriptor over a UNIX socket, so the sandbox needs n
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import select
 import shutil
@@ -34,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review import confine
+from kernelskill.review.wire import (DoneMessage, ReadyMessage, ReviewRequest, StageMessage, StageResults,
+                                     StageSecondsMessage, UpdateMessage, VerdictMessage, decode)
 from kernelskill.review.confine import SECRET_NAME  # noqa: F401  (names that never reach candidate code)
 
 # Verdicts after which a worker may serve another review: the candidate ran (or failed to build) as ordinary code.
@@ -55,7 +56,11 @@ def clean_environment(extra: dict[str, str] | None = None, interpret: bool = Fal
 
 @dataclass
 class WorkerOutcome:
-    messages: list[dict] = field(default_factory=list)
+    """What one review's worker reported, and how it ended."""
+
+    results: StageResults = field(default_factory=StageResults)  # its updates, folded
+    verdict: VerdictMessage | None = None  # set when the review failed in the worker
+    done: DoneMessage | None = None  # its final message for this review
     finished: bool = False  # the worker sent its final message for this review
     stage: str | None = None  # the last stage it announced
     timed_out: bool = False
@@ -100,16 +105,16 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def send(self, request: dict) -> bool:
+    def send(self, request: ReviewRequest) -> bool:
         try:
-            if request.get("log_path"):  # the log file goes first, as an open descriptor the worker writes to
-                fd = os.open(request["log_path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            if request.log_path:  # the log file goes first, as an open descriptor the worker writes to
+                fd = os.open(request.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
                     socket.send_fds(self.fds, [b"L"], [fd])
                 finally:
                     os.close(fd)
-                request = {**request, "log_fd": True}
-            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+                request = request.model_copy(update={"log_fd": True})
+            self.proc.stdin.write(request.model_dump_json().encode() + b"\n")
             self.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError):
@@ -129,7 +134,7 @@ class WorkerProcess:
         shutil.rmtree(self.scratch, ignore_errors=True)
         return code
 
-    def serve(self, request: dict, timeouts: dict[str, float]) -> WorkerOutcome:
+    def serve(self, request: ReviewRequest, timeouts: dict[str, float]) -> WorkerOutcome:
         """Send one review and collect its messages until the worker says it is done, dies, or runs out of time."""
         outcome = WorkerOutcome()
         # a fresh worker's start-up counts against the load stage's limit
@@ -154,23 +159,21 @@ class WorkerProcess:
             self.buffer += chunk
             *lines, self.buffer = self.buffer.split(b"\n")
             for line in lines:
-                try:
-                    message = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                kind = message.get("type")
-                if kind == "ready":
+                message = decode(line)
+                if isinstance(message, ReadyMessage):
                     outcome.stage_seconds["start"] = round(time.monotonic() - self.started, 3)
-                    self.sandbox = outcome.sandbox = message.get("sandbox") or {}
-                    continue
-                if kind == "stage":
-                    outcome.stage = message["stage"]
-                    stage_started, limit = time.monotonic(), timeouts[message["stage"]]
-                elif kind == "stage_seconds":
-                    outcome.stage_seconds[message["stage"]] = message["seconds"]
-                elif kind == "done":
-                    outcome.finished = True
-                outcome.messages.append(message)
+                    self.sandbox = outcome.sandbox = message.sandbox
+                elif isinstance(message, StageMessage):
+                    outcome.stage = message.stage
+                    stage_started, limit = time.monotonic(), timeouts[message.stage]
+                elif isinstance(message, UpdateMessage):
+                    outcome.results = outcome.results.merged(message.data)
+                elif isinstance(message, StageSecondsMessage):
+                    outcome.stage_seconds[message.stage] = message.seconds
+                elif isinstance(message, VerdictMessage):
+                    outcome.verdict = message
+                elif isinstance(message, DoneMessage):
+                    outcome.done, outcome.finished = message, True
         return outcome
 
 
@@ -181,25 +184,24 @@ class WorkerPool:
         self._idle: list[tuple[tuple, WorkerProcess]] = []  # oldest first
         self._lock = threading.Lock()
 
-    def run(self, request: dict, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
+    def run(self, request: ReviewRequest, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
             reuse: bool = True) -> WorkerOutcome:
-        key = (request["device"], tuple(sorted(env.items())))
+        key = (request.device, tuple(sorted(env.items())))
         log_path.write_bytes(b"")  # this review's log, fresh
         worker = self._take(key) if reuse else None
         if worker is None:
-            worker = WorkerProcess(env, request["device"], log_path)
-        outcome = worker.serve({**request, "log_path": str(log_path)}, timeouts)
-        done = next((m for m in outcome.messages if m.get("type") == "done"), {})
-        verdict = next((m for m in outcome.messages if m.get("type") == "verdict"), {})
-        keep = (reuse and outcome.finished and done.get("reusable") is True and worker.alive()
-                and verdict.get("kind") in REUSABLE_AFTER and worker.served < MAX_REVIEWS_PER_WORKER)
+            worker = WorkerProcess(env, request.device, log_path)
+        outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts)
+        done, verdict = outcome.done, outcome.verdict
+        keep = (reuse and outcome.finished and done is not None and done.reusable and worker.alive()
+                and (verdict.kind if verdict else None) in REUSABLE_AFTER and worker.served < MAX_REVIEWS_PER_WORKER)
         if keep:
             self._put(key, worker)
         else:
             outcome.returncode = worker.kill()
-            if done.get("unfit"):  # say in the review's log why its worker was not used again
+            if done is not None and done.unfit:  # say in the review's log why its worker was not used again
                 with open(log_path, "a") as log:
-                    log.write(f"[kernelskill] worker {worker.pid} retired: {'; '.join(done['unfit'])}\n")
+                    log.write(f"[kernelskill] worker {worker.pid} retired: {'; '.join(done.unfit)}\n")
         return outcome
 
     def _take(self, key: tuple) -> WorkerProcess | None:
@@ -246,7 +248,7 @@ POOL = WorkerPool()
 atexit.register(POOL.close)
 
 
-def run_worker(request: dict, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
+def run_worker(request: ReviewRequest, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
                reuse: bool = True) -> WorkerOutcome:
     return POOL.run(request, timeouts, log_path, env, reuse=reuse)
 

@@ -1,0 +1,128 @@
+"""The time stage: reference, candidate (and torch.compile's reference, when asked for) timed on rotated input
+sets, the timed outputs checked too, and a suspiciously large speedup re-verified on fresh inputs."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from kernelskill.review.results import TimingResult
+from kernelskill.review.worker.checks import map_tensors, marginal
+from kernelskill.review.worker.session import Verdict
+from kernelskill.review.worker.candidate import is_cuda_fatal
+from kernelskill.review.worker.verify import candidate_first, one_trial, poison
+
+if TYPE_CHECKING:
+    from kernelskill.review.worker.stages import Worker
+
+
+def time_stage(w: Worker) -> None:
+    w.log.stage("time")
+    from kernelskill.review.compare import compare_outputs
+    from kernelskill.review.results import TimingStats
+    from kernelskill.review.timing import TIMING_BUDGET_S, Timer, hidden_work
+
+    torch = w.torch
+    seeds = w.req.seeds
+    device = w.device.type
+    warmup = w.req.warmup
+    iters = w.req.iters
+    sets = [w.make_inputs(s) for s in seeds.timing]
+    expected = [map_tensors(w.run_reference(w.copy_args(args)), lambda t: t.detach().clone()) for args in sets]
+    # The timed candidate call is the bare forward: synchronizing inside it would put the host's wake-up latency
+    # (tens of microseconds, varying from process to process) into the candidate's time and not the reference's.
+    # The Timer synchronizes the whole device after the stop event; the checks run after that, untimed.
+    fns = {"reference": lambda *a: w.run_reference(list(a)), "candidate": lambda *a: w.candidate.call(list(a))}
+    threads = set(threading.enumerate())
+
+    def after_call(name: str) -> None:
+        nonlocal threads
+        if name == "candidate":
+            w.candidate.sync()
+            w.candidate.check_threads(threads)
+        else:  # threads the harness's own callables start (torch.compile's workers) are not the candidate's
+            threads = set(threading.enumerate())
+
+    if w.settings.baseline == "compile":
+        compiled = torch.compile(w.ref_model)
+
+        def run_compiled(*args):
+            with torch.no_grad():
+                return compiled(*args)
+
+        fns["compiled_reference"] = run_compiled
+    timer = Timer(w.device, device_sync=w.guards.device_sync, poison=lambda: poison(w), after_call=after_call)
+    try:
+        samples, synced, kept = timer.run(fns, sets, warmup, iters,
+                                          keep_last=len(sets) if w.guards.timed_outputs else 0)
+    except Verdict:
+        raise
+    except Exception as exc:  # an asynchronous CUDA error surfacing at the timer's synchronization
+        if is_cuda_fatal(exc):
+            raise w.log.fail("crash", f"CUDA error while timing the candidate: {type(exc).__name__}: {exc}")
+        raise
+    hidden = w.guards.device_sync and device == "cuda" and hidden_work(
+        samples["candidate"], synced["candidate"], samples["reference"], synced["reference"])
+    if hidden:
+        samples = synced
+        w.flags.add("work_outside_current_stream")
+    w.candidate.check_integrity()
+    for k, out in kept["candidate"]:
+        cmp = compare_outputs(expected[k], out, w.settings.atol, w.settings.rtol, -1)
+        if not cmp.ok and marginal(cmp):
+            # a few elements at the tolerance's edge (a reduction's order varying from call to call), not a
+            # result computed for other inputs, which misses in nearly every element
+            w.flags.add(f"timed_outputs_marginal: {cmp.mismatch.reason}")
+        elif not cmp.ok:
+            raise w.log.reject("runtime:timed-outputs",
+                              f"outputs of timed calls differ from the reference ({cmp.mismatch.reason}); results "
+                              "must be computed on every call, not cached across calls")
+    stats = {name: TimingStats.from_samples(v) for name, v in samples.items()}
+    ref, cand = stats["reference"], stats["candidate"]
+    timed = len(samples["candidate"])
+    cut = (f" (cut from {iters}: the calls are too slow for {iters} within the timed loop's "
+           f"{TIMING_BUDGET_S:.0f} s)" if timed < iters else "")
+    if cut:
+        w.flags.add("timing_calls_cut")
+    timing = TimingResult(
+        clock="cuda_events" if device == "cuda" else "cpu_perf_counter",
+        method=(
+            f"up to {warmup} warm-up + {timed} timed calls each{cut}, interleaved in blocks of 10; before each "
+            f"call one of "
+            f"{len(sets)} input sets is copied into one of 2 fixed input buffers and "
+            + (("the L2 cache is flushed (256 MB zeroed); CUDA events on the current stream"
+                + ("; the candidate left work running past its stop event, so all callables are timed until the "
+                   "device is idle" if hidden else ", checked against device-wide idle time")
+                if w.guards.device_sync else ", no device-wide check")
+               if device == "cuda" else "a 32 MB buffer is zeroed; CPU wall clock (not a GPU timing)")
+        ),
+        warmup=warmup,
+        iters=timed,
+        reference=ref,
+        candidate=cand,
+        speedup=ref.mean_ms / cand.mean_ms,
+        speedup_median=ref.median_ms / cand.median_ms,
+    )
+    update = {"ref_ms": ref.mean_ms, "candidate_ms": cand.mean_ms, "speedup": timing.speedup}
+    if "compiled_reference" in stats:
+        comp = stats["compiled_reference"]
+        timing.compiled_reference = comp
+        timing.speedup_vs_compile = comp.mean_ms / cand.mean_ms
+        update.update(compile_ms=comp.mean_ms, speedup_vs_compile=timing.speedup_vs_compile)
+    w.log.update(timing=timing, flags=sorted(w.flags), **update)
+    if timing.speedup > w.settings.reverify_above:
+        reverify(w, timing.speedup)
+    w.log.end_stage()
+
+
+def reverify(w: Worker, speedup: float) -> None:
+    """Suspiciously large speedups get many more trials on fresh inputs before they are believed."""
+    seeds = w.req.seeds.reverify
+    for i, seed in enumerate(seeds):
+        cmp, _ = one_trial(w, 1000 + i, seed, candidate_first(w), False)
+        if not cmp.ok:
+            w.flags.add(f"speedup_over_{w.settings.reverify_above:g}x_reverify_failed")
+            raise w.log.fail("mismatch", f"speedup {speedup:.1f}x re-verified: extra trial {i + 1} of {len(seeds)} failed: "
+                            f"{cmp.mismatch.reason}")
+    w.flags.add(f"speedup_over_{w.settings.reverify_above:g}x_reverified")
+    w.log.update(flags=sorted(w.flags))

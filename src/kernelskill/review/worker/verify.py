@@ -1,0 +1,182 @@
+"""The verify stage: every trial runs reference and candidate on fresh inputs (each its own copy, in an order drawn
+per trial), compares their outputs and checks what the candidate did (harness intact, plain outputs, inputs left
+alone, kernels of its own). Functions over the review's `Worker` state; the time stage re-verifies with `one_trial`.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import TYPE_CHECKING
+
+from kernelskill.review.worker.checks import changed, degenerate, map_tensors, verify_record
+
+if TYPE_CHECKING:
+    from kernelskill.review.worker.stages import Worker
+
+
+def candidate_first(w: Worker) -> bool:
+    order = w.settings.order
+    return order == "candidate_first" or (order == "random" and w.rng.random() < 0.5)
+
+
+def poison(w: Worker) -> None:
+    if w.device.type == "cuda" and w.guards.poison_freed_memory:
+        from kernelskill.review.guards import poison_free_cuda_memory
+
+        poison_free_cuda_memory(w.device)
+
+
+def copy_parameters(w: Worker) -> list[str]:
+    """Copy parameters and buffers whose names, shapes and dtypes match, and whose values differ, from Model into
+    ModelNew; returns their names (empty: copying would change nothing)."""
+    ref_state = w.ref_model.state_dict()
+    copied = []
+    with w.torch.no_grad():
+        for name, value in w.candidate.model.state_dict().items():
+            src = ref_state.get(name)
+            if (src is not None and src.shape == value.shape and src.dtype == value.dtype
+                    and not w.torch.equal(src, value)):
+                value.copy_(src)
+                copied.append(name)
+    return copied
+
+
+def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool) -> tuple:
+    """Run reference and candidate on fresh inputs; returns (comparison, reference output)."""
+    from kernelskill.review.compare import compare_outputs
+    from kernelskill.review.guards import output_problem
+
+    torch = w.torch
+    inputs = w.make_inputs(seed)
+    ref_args = w.copy_args(inputs)
+    cand_args = w.copy_args(inputs) if w.guards.clone_inputs else ref_args
+
+    def reference():
+        with w.ref_trace if index == 0 else nullcontext():
+            out = w.run_reference(ref_args)
+        # Keep a copy and free the original: its memory is what a cheating candidate would try to get back.
+        kept = map_tensors(out, lambda t: t.detach().clone())
+        del out
+        return kept
+
+    def candidate():
+        poison(w)
+        w.tracker.trace = w.cand_trace
+        try:
+            with w.cand_trace:
+                if profile:
+                    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                        out = w.candidate.run(cand_args)
+                    w.profiled.update(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+                else:
+                    out = w.candidate.run(cand_args)
+        finally:
+            w.tracker.trace = None
+        return out
+
+    if cand_first:
+        cand_out = candidate()
+        ref_out = reference()
+    else:
+        ref_out = reference()
+        cand_out = candidate()
+    w.candidate.check_integrity()
+    if w.guards.output_types:
+        problem = output_problem(cand_out, w.device)
+        if problem:
+            raise w.log.reject("runtime:output-type", problem)
+    if w.guards.clone_inputs and changed(inputs, cand_args):
+        w.flags.add("candidate_mutates_inputs")
+    return compare_outputs(ref_out, cand_out, w.settings.atol, w.settings.rtol, index), ref_out
+
+
+def verify(w: Worker) -> None:
+    """All trials, with ModelNew's parameters as its own __init__ made them after Model's seed (KernelBench's
+    protocol: a candidate may derive its weights from that initialization). If a trial fails and Model has
+    parameters of the same names and shapes with other values, they are copied in and all trials run again:
+    a candidate that only creates its parameters in another order than Model is not failed for that."""
+    w.log.stage("verify")
+    w.first_run()
+    w.tracker.launches.clear()  # count only launches made while verifying, not the compile warm-up
+    failure = trials(w)
+    weights = "same_seed"
+    if failure is not None:
+        copied = copy_parameters(w)
+        if copied:
+            first = failure
+            weights = "copied_by_name"
+            failure = trials(w)
+            if failure is not None:
+                failure = (failure[0] + f" (with Model's parameters copied by name: {', '.join(copied[:6])}"
+                           + (" ..." if len(copied) > 6 else "") + f"; with its own: {first[0]})", *failure[1:])
+    w.log.update(weights=weights)
+    if failure is not None:
+        error, verify, worst_abs, worst_rel = failure
+        w.log.update(verify=verify)
+        raise w.log.fail("mismatch", error, max_abs_error=worst_abs, max_rel_error=worst_rel)
+    kernel_policy(w)
+    note_backend_flags(w)
+    w.log.update(flags=sorted(w.flags))
+    w.log.end_stage()
+
+
+def trials(w: Worker) -> tuple | None:
+    """Run every verify trial; None when all pass, else (error, verify record, max abs, max rel error)."""
+    seeds = w.req.seeds
+    trials = w.settings.trials
+    worst_abs = worst_rel = 0.0
+    ref_outputs = []
+    for i in range(trials):
+        profile = w.device.type == "cuda" and i == seeds.profile_trial % trials
+        cmp, ref_out = one_trial(w, i, seeds.trials[i], candidate_first(w), profile)
+        worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
+        if not cmp.ok:
+            return (f"trial {i + 1} of {trials}: {cmp.mismatch.reason}",
+                    verify_record(False, i, i, w.settings, worst_abs, worst_rel, cmp.mismatch), worst_abs, worst_rel)
+        ref_outputs.append(map_tensors(ref_out, lambda t: t.detach().flatten()[:4096].cpu()))
+    w.log.update(verify=verify_record(True, trials, trials, w.settings, worst_abs, worst_rel, None),
+                max_abs_error=worst_abs, max_rel_error=worst_rel)
+    w.flags.update(degenerate(ref_outputs, w.settings.atol, w.torch))
+    return None
+
+
+def note_backend_flags(w: Worker) -> None:
+    """Global switches the candidate flipped (the reference ran under them too, as in KernelBench's harness)."""
+    from kernelskill.review.guards import changed_backend_flags
+
+    changed = changed_backend_flags(w.session.backend_flags)
+    if changed:
+        w.flags.update(f"backend_flag_changed:{name}={value}" for name, value in changed.items())
+        w.log.update(backend_flags_changed={k: str(v) for k, v in changed.items()})
+
+
+def kernel_policy(w: Worker) -> None:
+    """The candidate must launch kernels of its own and must not simply re-run the reference's operators."""
+    names = w.req.kernel_names
+    own = dict(w.tracker.launches)
+    for kernel in w.profiled:
+        for name in names:
+            if name in kernel and name not in own:
+                own[name] = own.get(name, 0) + 1
+    ref_ops, cand_ops = dict(w.ref_trace.ops), dict(w.cand_trace.ops)
+    w.log.update(kernels={"own_kernels": own, "candidate_ops": cand_ops, "reference_ops": ref_ops,
+                         "profiled_kernels": sorted(w.profiled)})
+    if not w.guards.kernel_policy:
+        return
+    if w.settings.allow_torch_ops:
+        w.flags.add("torch_ops_allowed")
+        return
+    # Policy, not safety: the candidate is still timed; `--rules strict` turns a violation into the verdict.
+    violation = None
+    if not own:
+        violation = {"name": "policy:no-custom-kernel",
+                     "detail": "the candidate launched no kernel of its own (Triton or CUDA); it must do the work in "
+                               "its own kernels (--rules kernelbench or --allow-torch-ops accept PyTorch-only "
+                               "candidates)"}
+    elif ref_ops and set(ref_ops) <= set(cand_ops):
+        violation = {"name": "policy:reruns-reference-ops",
+                     "detail": f"the candidate calls every PyTorch operator the reference uses "
+                               f"({', '.join(sorted(ref_ops))}) besides its own kernels, so PyTorch does the real "
+                               "work (--rules kernelbench or --allow-torch-ops accept this)"}
+    if violation:
+        w.log.update(policy_violations=[violation])

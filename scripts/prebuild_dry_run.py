@@ -74,8 +74,8 @@ def main() -> None:
     inline = [r for r in rows if r["calls_load_inline"]]
     print(f"{len(rows)} kernels; {len(inline)} call load_inline, the prebuild reaches the builds of "
           f"{sum(bool(r['builds']) for r in inline)}; {sum(bool(r['stopped']) for r in rows)} prebuilds stopped "
-          "early, "
-          f"{sum(bool(r['verdict']) for r in rows)} ended with a verdict, {sum(r['timed_out'] for r in rows)} timed out; "
+          f"early, {sum(bool(r['verdict']) for r in rows)} ended with a verdict, "
+          f"{sum(r['timed_out'] for r in rows)} timed out; "
           f"slowest {max((r['seconds'] for r in rows), default=0):.1f} s")
     for r in rows:
         if r["verdict"] or r["timed_out"] or (r["stopped"] and r["calls_load_inline"]) or (

@@ -2,7 +2,7 @@
 
 The corpus here is written in CUDA-L1's released format (JSON Lines: level_id, task_id, ref_code, custom_code) from
 this repository's own problems and Triton candidates, so the whole path runs in Triton's interpreter; the real
-CUDA-L1 file is reviewed on the GPU by scripts/corpus_check.py.
+CUDA-L1 file is reviewed on the GPU by scripts/corpus_bench.py (docs/h200/kernelbench/).
 """
 
 from __future__ import annotations

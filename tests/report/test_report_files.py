@@ -128,3 +128,20 @@ def test_report_command_prints_where_the_files_are(run_dir):
     out = console.file.getvalue()
     for path in paths:
         assert str(path) in out
+
+
+def test_a_summary_of_an_unfinished_run_says_so(results):
+    # An interrupted bench (the CUDA-L1 run on the H200: 123 of 250 tasks pending) would otherwise read as 0%
+    # success on the levels it never reached.
+    from kernelskill.report.build import summary_markdown
+
+    for t in results.tasks:
+        t.status = "finished"
+    assert "not finished" not in summary_markdown(results, "run").split("## Results vs PyTorch eager")[0]
+    results.tasks[0].status = "pending"
+    results.tasks[1].status = "running"
+    head = summary_markdown(results, "run").split("## Results vs PyTorch eager")[0]
+    assert f"**2 of the {len(results.tasks)} tasks are not finished**" in head and "--resume" in head
+    from kernelskill.report.html import _header
+
+    assert f"<strong>2 of the {len(results.tasks)} tasks are not finished</strong>" in _header(results)

@@ -82,6 +82,11 @@ def summary_markdown(results: BenchResults, run_name: str, compared: Sequence[tu
     if facts:
         head += [facts, ""]
     head += [f"{len(results.tasks)} tasks; figures from results.json ({results.generated_at or 'no date'})."]
+    unfinished = sum(t.status in ("pending", "running") for t in results.tasks)
+    if unfinished:
+        head += ["", f"**{unfinished} of the {len(results.tasks)} tasks are not finished** (the run was interrupted or "
+                 "is still going; `--resume` continues it): the figures below count them as tasks without a correct "
+                 "kernel."]
     flagged = [t for t in results.tasks if t.flags or t.reason or t.status != "finished"]
     tail = []
     if flagged:

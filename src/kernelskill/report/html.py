@@ -137,6 +137,11 @@ def _header(results: BenchResults) -> str:
     status = ", ".join(f"{n} {s}" for s, n in counts.items()) or "no tasks"
     lead = (f'<p class="lead">{esc(fmt_int(len(results.tasks)))} tasks ({esc(status)}). Written '
             f'{esc(results.generated_at or NONE)} from results.json; every figure on this page comes from it.</p>')
+    unfinished = counts.get("pending", 0) + counts.get("running", 0)
+    if unfinished:
+        lead += (f'<p class="lead"><strong>{esc(fmt_int(unfinished))} of the {esc(fmt_int(len(results.tasks)))} tasks '
+                 'are not finished</strong> (<code>--resume</code> continues the run): the figures below count them '
+                 'as tasks without a correct kernel.</p>')
     rows = "".join(f"<tr><th>{esc(key)}</th><td>{esc(_plain(value))}</td></tr>" for key, value in results.run.items())
     return lead + (f'<div class="scroll"><table class="run">{rows}</table></div>' if rows else "")
 

@@ -74,11 +74,12 @@ class CandidateCalls:
         """Threads started by candidate code must not outlive the call that started them."""
         if not self.guards.no_threads:
             return
-        new = [t for t in threading.enumerate() if t not in before and t.is_alive()]
-        library = [t.name for t in new if _compile_worker_thread(t)]
+        library, new = [], []
+        for t in threading.enumerate():
+            if t not in before and t.is_alive():
+                (library if _compile_worker_thread(t) else new).append(t.name)
         if library:  # torch.compile's and tqdm's own workers, started once per process: not the candidate's work
             self.flags.add(f"library_threads: {sorted(library)}")
-        new = [t.name for t in new if not _compile_worker_thread(t)]
         if new:
             raise self.log.reject("runtime:threads", f"the candidate left {len(new)} thread(s) running: {new}")
 
@@ -93,7 +94,7 @@ def _compile_worker_thread(thread) -> bool:
     candidate could set)."""
     import importlib.util
 
-    fn = thread._target if type(thread) is threading.Thread else type(thread).run
+    fn = getattr(thread, "_target", None) if type(thread) is threading.Thread else type(thread).run
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     if code is None:
         return False

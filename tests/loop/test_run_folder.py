@@ -126,3 +126,15 @@ def test_differences_ignore_provenance_and_allow_only_the_listed_raises():
     assert differences(started, more, may_raise=frozenset({"loop.rounds"})) == []
     assert differences(more, started, may_raise=frozenset({"loop.rounds"})) == [
         "--rounds: 5 when the run started, 3 now"]
+
+
+def test_a_run_started_before_the_sandbox_settings_existed_resumes_but_not_with_other_review_settings():
+    # a run folder brought from an older version (no review.sandbox in its config) resumes under confinement: the
+    # sandbox guards the host and changes no figure; a nested review setting that does change figures still differs
+    from kernelskill.store.resume import differences
+
+    started = {"review": {"atol": 0.01, "iters": 100}}
+    now = {"review": {"atol": 0.01, "iters": 100, "sandbox": {"network": True, "filesystem": True}}}
+    assert differences(started, now) == []
+    assert differences(started, {"review": {**now["review"], "iters": 50}}) == [
+        "--iters: 100 when the run started, 50 now"]

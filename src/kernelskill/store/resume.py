@@ -17,7 +17,7 @@ from kernelskill.errors import KernelSkillError
 
 # config keys that may differ between the start and a resume: provenance, or where evaluations are placed
 IGNORED = frozenset({"kernelskill", "started", "finished", "gpus", "placement", "ray", "run_dir", "run_id",
-                     "problem", "loop.parallel_seeds"})
+                     "problem", "loop.parallel_seeds", "review.sandbox"})  # confinement guards the host, not a figure
 # the option that sets each compared setting, to name it the way the user typed it
 FLAGS = {
     "problems": "--problems", "levels": "--level", "tasks": "--tasks", "model": "--model", "base_url": "--base-url",
@@ -38,7 +38,8 @@ def differences(started: dict, requested: dict, *, may_raise: frozenset[str] = f
     old, new = _flatten(started), _flatten(requested)
     found: dict[str, str] = {}
     for key in sorted(set(old) | set(new)):
-        if key in IGNORED or key.split(".")[0] in IGNORED:
+        parts = key.split(".")
+        if any(".".join(parts[:n]) in IGNORED for n in range(1, len(parts) + 1)):
             continue
         a, b = old.get(key), new.get(key)
         if key in _PATHS:

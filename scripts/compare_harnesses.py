@@ -1,11 +1,13 @@
 """Our verdicts beside KernelBench's harness, on the same candidates: agreement, and every disagreement with its cause.
 
-    python scripts/compare_harnesses.py --run RUN_DIR --kb kb_harness.jsonl [--json OUT.json]
+    python scripts/compare_harnesses.py --run RUN_DIR [--run RECHECK_DIR ...] --kb kb_harness.jsonl [--json OUT.json]
 
 RUN_DIR is a `bench` run over a corpus (scripts/corpus_bench.py), whose reviews hold both rule sets' verdicts;
 kb_harness.jsonl is what scripts/kernelbench_harness.py wrote (its eval phase). Only tasks both sides finished are
 compared. Agreement is counted on the candidates KernelBench's harness rates correct (does ours, under
 --rules kernelbench, agree?), and the other way round; each disagreement is listed with our error and flags.
+A later --run replaces an earlier one's reviews of the tasks it holds (a re-check of some tasks on newer code, say);
+the output says which tasks came from where.
 """
 
 from __future__ import annotations
@@ -57,11 +59,16 @@ def our_verdict(result: dict) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run", required=True, type=Path)
+    p.add_argument("--run", required=True, type=Path, action="append",
+                   help="a bench run folder; repeat it: a later run's reviews replace an earlier one's")
     p.add_argument("--kb", required=True, type=Path)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    mine, theirs = ours(args.run), kernelbench(args.kb)
+    mine, theirs = ours(args.run[0]), kernelbench(args.kb)
+    for later in args.run[1:]:
+        redone = ours(later)
+        mine.update(redone)
+        print(f"from {later}: {', '.join(sorted(redone)) or 'no reviews'}")
     both = sorted(set(mine) & set(theirs), key=lambda k: (k.split("/")[0], int(k.split("/")[1].split("_")[0])))
     table: dict[str, Counter] = {}
     disagreements, ratios = [], []

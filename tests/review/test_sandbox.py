@@ -57,6 +57,11 @@ def test_honest_candidates_pass_static_checks():
     ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True", "static:backend-flags"),
     ("import torch\nsetattr(torch.backends.cudnn, 'benchmark', True)", "static:backend-flags"),
     ("import torch\ntorch.set_float32_matmul_precision('high')", "static:backend-flags"),
+    # a compiler option set to a plain value (CUDA-L1's L2/49 kernel) is a global setting, not a patch ...
+    ("import torch\ntorch._inductor.config.coordinate_descent_tuning = True", "static:backend-flags"),
+    ("import torch\ntorch._inductor.config.triton.autotune_pointwise = (1, 'a')", "static:backend-flags"),
+    # ... but code assigned there is one
+    ("import torch\ntorch._inductor.config.post_grad_custom_pass = lambda g: g", "static:monkey-patch"),
     ("import time\ntime.perf_counter = lambda: 0.0", "static:monkey-patch"),
     ("import sys\nf = sys._getframe(1)", "static:frame-access"),
     ("import sys\nm = sys.modules['kernelskill_problem']", "static:frame-access"),
@@ -200,3 +205,13 @@ def test_compiler_errors_lead_with_the_error_not_the_command_line():
     summary = compiler_errors(text)
     assert summary.splitlines()[0] == '/root/x/cuda.cu(12): error: identifier "scale_factor" is undefined'
     assert "scale_factor;" in summary and "-MD" not in summary
+
+
+def test_compiler_options_set_to_values_are_strict_only_not_a_patch():
+    # CUDA-L1's L2/49 kernel tunes Inductor with six such lines; KernelBench's harness runs it, so under
+    # --rules kernelbench it must run too (a safety finding would stop it before it runs)
+    from kernelskill.review.static_checks import STRICT_ONLY, static_checks
+
+    src = "import torch\ntorch._inductor.config.force_fuse_cudnn = True\ntorch._dynamo.config.cache_size_limit = 64\n"
+    names = {c.name for c in static_checks(src)}
+    assert names == {"static:backend-flags"} and names <= STRICT_ONLY

@@ -28,9 +28,56 @@ class Comparison:
     mismatch: Mismatch | None = None
 
 
-def _first_indices(bad: torch.Tensor, limit: int = 5) -> list[list[int]]:
-    flat = bad.reshape(-1).nonzero()[:limit, 0].tolist()
-    return [list(map(int, torch.unravel_index(torch.tensor(i), bad.shape))) if bad.dim() else [] for i in flat]
+CHUNK = 1 << 24  # elements compared at a time: the float64 temporaries stay near 1 GB however large an output is
+
+
+@dataclass
+class _Values:
+    bad: int = 0  # elements outside the tolerance
+    abs_err: float = 0.0
+    rel_err: float = 0.0
+    nonfinite: bool = False  # a NaN or Inf where the reference has none
+    first: list[int] | None = None  # flat indices of the first few bad elements
+
+
+def _compare_values(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float, limit: int = 5) -> _Values:
+    """Element-wise comparison of two tensors of one shape, a chunk at a time (a 1e9-element output would need
+    tens of GB of float64 temporaries at once, and boolean indexing of it far more)."""
+    rf, cf = r.detach().reshape(-1), c.detach().reshape(-1)
+    out = _Values(first=[])
+    tiny = torch.finfo(torch.float64).tiny
+    for start in range(0, cf.numel(), CHUNK):
+        cc = cf[start:start + CHUNK]
+        rc = rf[start:start + CHUNK].to(cc.device)
+        if r.dtype == torch.bool:
+            bad = cc != rc
+            diff = rel = bad.to(torch.float64)
+            nonzero_ref = rc
+        else:
+            c64, r64 = cc.to(torch.float64), rc.to(torch.float64)
+            # NaN matches NaN and Inf matches Inf of the same sign; anything else non-finite fails
+            bad = ~torch.isclose(c64, r64, rtol=rtol, atol=atol, equal_nan=True)
+            diff = (c64 - r64).abs()
+            rel = diff / r64.abs().clamp_min(tiny)
+            nonzero_ref = r64 != 0
+        finite = torch.isfinite(diff)
+        out.abs_err = max(out.abs_err, float(torch.where(finite, diff, 0.0).max()))
+        out.rel_err = max(out.rel_err, float(torch.where(finite & nonzero_ref, rel, 0.0).max()))
+        out.nonfinite = out.nonfinite or bool((bad & ~finite).any())
+        n = int(bad.sum())
+        if n:
+            out.bad += n
+            if len(out.first) < limit:
+                out.first += [start + int(i) for i in bad.nonzero()[:limit - len(out.first), 0].tolist()]
+    return out
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return index[::-1]
 
 
 def compare_outputs(ref_out, cand_out, atol: float, rtol: float, trial: int) -> Comparison:
@@ -55,35 +102,21 @@ def compare_outputs(ref_out, cand_out, atol: float, rtol: float, trial: int) -> 
         if c.dtype != r.dtype:
             return Comparison(False, float("inf"), float("inf"), Mismatch(
                 trial=trial, output_index=i, reason=f"output {i} has dtype {c.dtype}, expected {r.dtype}"))
-        r64 = r.detach().to(device=c.device, dtype=torch.float64) if r.dtype != torch.bool else r.to(c.device)
-        c64 = c.detach().to(torch.float64) if c.dtype != torch.bool else c
-        if r.dtype == torch.bool:
-            bad = c64 != r64
-            diff = bad.to(torch.float64)
-            rel = diff
-        else:
-            # NaN matches NaN and Inf matches Inf of the same sign; anything else non-finite fails
-            close = torch.isclose(c64, r64, rtol=rtol, atol=atol, equal_nan=True)
-            bad = ~close
-            diff = (c64 - r64).abs()
-            rel = diff / r64.abs().clamp_min(torch.finfo(torch.float64).tiny)
-        finite = torch.isfinite(diff)
-        if c64.numel():
-            has_rel = finite & (r64 != 0)
-            abs_err = float(diff[finite].max()) if bool(finite.any()) else 0.0
-            rel_err = float(rel[has_rel].max()) if bool(has_rel.any()) else 0.0
-            if bool((bad & ~finite).any()):  # a NaN or Inf where the reference has none
+        values = _compare_values(r, c, atol, rtol)
+        if c.numel():
+            abs_err, rel_err = values.abs_err, values.rel_err
+            if values.nonfinite:
                 abs_err = rel_err = float("inf")
             worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
-        n_bad = int(bad.sum())
-        if n_bad:
-            idx = _first_indices(bad)
-            got = [float(c64[tuple(j)]) for j in idx]
-            exp = [float(r64[tuple(j)]) for j in idx]
+        if values.bad:
+            idx = [_unravel(j, tuple(c.shape)) for j in values.first]
+            cflat, rflat = c.detach().reshape(-1), r.detach().reshape(-1)
+            got = [float(cflat[j]) for j in values.first]
+            exp = [float(rflat[j]) for j in values.first]
             nan_note = " (the candidate produced NaN/Inf where the reference has finite values)" if any(
                 not math.isfinite(v) for v in got) else ""
             return Comparison(False, worst_abs, worst_rel, Mismatch(
-                trial=trial, output_index=i, mismatched=n_bad, total=c.numel(), first_indices=idx, got=got,
+                trial=trial, output_index=i, mismatched=values.bad, total=c.numel(), first_indices=idx, got=got,
                 expected=exp,
-                reason=f"output {i}: {n_bad} of {c.numel()} elements outside atol={atol}, rtol={rtol}{nan_note}"))
+                reason=f"output {i}: {values.bad} of {c.numel()} elements outside atol={atol}, rtol={rtol}{nan_note}"))
     return Comparison(True, worst_abs, worst_rel)

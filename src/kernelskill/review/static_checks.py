@@ -60,6 +60,17 @@ GLOBAL_SETTING_CALLS = {"set_float32_matmul_precision", "set_default_dtype", "se
 STRICT_ONLY = frozenset({"static:try-fallback", "static:backend-flags", "static:reference-model"})
 
 
+def _is_literal(value: ast.AST | None) -> bool:
+    """A plain value (number, string, bool, None, or a tuple/list of them), never code."""
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, ast.UnaryOp) and isinstance(value.operand, ast.Constant):
+        return True
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return all(_is_literal(v) for v in value.elts)
+    return False
+
+
 def _root_name(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.value if not isinstance(node, ast.Call) else node.func
@@ -152,6 +163,11 @@ class _Checker(ast.NodeVisitor):
             if ".backends." in text or text.startswith("torch.backends"):
                 self.add("backend-flags", node, f"assigns `{text}`: a global PyTorch setting, which also changes how "
                                                 "the reference runs")
+            elif ".config." in text and _is_literal(getattr(node, "value", None)):
+                # torch._inductor.config.x = True and the like: a compiler option set to a plain value, which
+                # KernelBench accepts; a callable assigned there would be a patch
+                self.add("backend-flags", node, f"assigns `{text}`: a global compiler option, which also changes how "
+                                                "the reference (and its torch.compile baseline) runs")
             else:
                 self.add("monkey-patch", node, f"assigns `{text}`: replaces a library function or attribute "
                                                "(monkey-patching)")

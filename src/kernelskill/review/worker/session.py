@@ -72,7 +72,12 @@ class Session:
         self.device_type = device
         if device == "cuda":
             if not torch.cuda.is_available():
-                raise RuntimeError("no CUDA device is visible in the worker")
+                try:  # torch says why (no driver, an error from cuInit) only when asked to initialize
+                    torch.cuda.init()
+                    why = ""
+                except Exception as exc:  # noqa: BLE001 - the reason goes into the message
+                    why = f" ({type(exc).__name__}: {exc})"
+                raise RuntimeError(f"no CUDA device is visible in the worker{why}")
             self.device = torch.device("cuda", 0)
             torch.cuda.set_device(self.device)
             self.device_name = torch.cuda.get_device_name(self.device)

@@ -86,3 +86,13 @@ def test_rules_option_is_validated(tmp_path):
 
     out = CliRunner().invoke(app, ["review", "p.py", "c.py", "--rules", "loose"])
     assert out.exit_code != 0
+
+
+def test_a_stateful_reference_holds_the_candidate_to_its_own_timed_outputs(tmp_path):
+    # KernelBench's L3/33-34 (VanillaRNN) keep their hidden state across calls; CUDA-L1's kernels for them were
+    # rejected as "cached outputs" because the timed outputs were compared with outputs the reference gave before
+    # its state moved on. A faithful candidate passes, flagged; on a stateless problem a cache still fails (above).
+    result = run_review("problems/special/s01_stateful_rnn_cell.py", "candidates/special/s01_stateful_rnn_cell.py",
+                        tmp_path, rules="kernelbench", reverify_above=1e9)
+    assert result.correct, result.error
+    assert any(f.startswith("stateful_reference") for f in result.flags), result.flags

@@ -384,7 +384,9 @@ def _filesystem_rules(ruleset: osl.Landlock, spec: dict) -> None:
     nvidia = [f"/dev/{name}" for name in sorted(os.listdir("/dev")) if name.startswith("nvidia")]
     for path in (*DEVICES, *nvidia):
         ruleset.allow(path, device)
-    ruleset.allow(f"/proc/{os.getpid()}", osl.FS_WRITE_FILE)  # thread names (comm) and the like, its own only
+    # its own /proc entries only (thread names, and what the CUDA driver writes there at cuInit: without it, on the
+    # H200, cuInit fails with 304 "OS call failed"); writing with fopen(..., "w") also needs the truncate right
+    ruleset.allow(f"/proc/{os.getpid()}", osl.FS_WRITE_FILE | osl.FS_TRUNCATE)
     writable = [os.environ.get(SCRATCH_VAR), "/dev/shm", *spec.get("write", [])]
     writable += [os.environ.get(v) for v in ("KERNELSKILL_CACHE", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR",
                                              "CUDA_CACHE_PATH", "TORCHINDUCTOR_CACHE_DIR")]

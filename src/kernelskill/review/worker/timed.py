@@ -67,7 +67,17 @@ def time_stage(w: Worker) -> None:
         samples = synced
         w.flags.add("work_outside_current_stream")
     w.candidate.check_integrity()
-    for k, out in kept["candidate"]:
+    # A reference whose own timed outputs differ from what it gave for the same inputs before the loop keeps state
+    # across calls (KernelBench's VanillaRNN holds its hidden state): the candidate, called a different number of
+    # times by then, cannot be held to either answer, so the check is skipped and said so. Verification compared
+    # both in lockstep, from the same initial state.
+    again = [compare_outputs(expected[k], out, w.settings.atol, w.settings.rtol, -1)
+             for k, out in kept.get("reference", [])]
+    stateful = any(not c.ok and not marginal(c) for c in again)  # not a reduction's rounding at the tolerance's edge
+    if stateful:
+        w.flags.add("stateful_reference: the reference's outputs change from call to call, so the timed calls' "
+                    "outputs were not compared")
+    for k, out in kept["candidate"] if not stateful else ():
         cmp = compare_outputs(expected[k], out, w.settings.atol, w.settings.rtol, -1)
         if not cmp.ok and marginal(cmp):
             # a few elements at the tolerance's edge (a reduction's order varying from call to call), not a

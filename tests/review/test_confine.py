@@ -306,3 +306,37 @@ def test_the_worker_runs_in_a_scratch_folder_that_goes_with_it(tmp_path):
     worker.kill()
     assert not scratch.exists()
 
+
+
+def _mount_namespace() -> bool:
+    probe = "from kernelskill.review import confine_os; confine_os.private_tmp([])"
+    return subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": SRC},
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _mount_namespace(), reason="no mount namespace here (needs root)")
+@pytest.mark.parametrize("filesystem", [True, False])
+def test_ncu_and_its_program_get_a_tmp_of_their_own(filesystem):
+    # ncu's injected code writes to /tmp whatever TMPDIR says, so the profiled program is given /tmp; on the H200
+    # that let the probe read a secret planted in /tmp and write beside it. With the filesystem layer the wrapper
+    # gives ncu and the program a /tmp of their own holding only their work folder (bound back in)
+    import shutil
+    import tempfile
+
+    planted = Path(tempfile.mkdtemp(prefix="kernelskill-planted-", dir="/tmp"))
+    work = Path(tempfile.mkdtemp(prefix="kernelskill-ncu-work-", dir="/tmp"))
+    try:
+        (planted / "secret.txt").write_text("the planted secret")
+        env = confine.environment(None, False, Sandbox(network=False, filesystem=filesystem, user=False),
+                                  mode="ncu-target", write=[str(work)])
+        program = ("import os, sys\nprint(os.path.exists(sys.argv[1]))\n"
+                   "open(os.path.join(sys.argv[2], 'report.txt'), 'w').write('kept')\n")
+        out = subprocess.run([sys.executable, "-m", "kernelskill.review.confine_ncu", "--", sys.executable, "-c",
+                              program, str(planted / "secret.txt"), str(work)],
+                             env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == [str(not filesystem)]  # the planted secret: out of sight only with the layer
+        assert (work / "report.txt").read_text() == "kept"  # the work folder is the real one: ncu's report lands
+    finally:
+        shutil.rmtree(planted, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)

@@ -304,8 +304,8 @@ def _steps(run: ProfileRun, candidate: Path, settings: ProfileSettings, work: Pa
     ncu_env = {**clean_environment(settings.env, sandbox, mode="ncu-target", read=[*inputs, ncu_home],
                                    write=[str(work)]),
                **{k: env[k] for k in ("KERNELSKILL_SCRATCH", "HOME", "TMPDIR") if k in env}}
-    if sandbox.network:  # ncu and the program it profiles in a network namespace of their own (loopback only)
-        command = [sys.executable, "-m", "kernelskill.review.confine", "netns", "--", *command]
+    if sandbox.network or sandbox.filesystem:  # ncu and its program: a network namespace and a /tmp of their own
+        command = [sys.executable, "-m", "kernelskill.review.confine_ncu", "--", *command]
     step = run_step(command, settings.ncu_timeout_s, work, ncu_env)
     record(step, "ncu profile")
     failure = classify_ncu_failure(step, settings.ncu_timeout_s)

@@ -371,6 +371,10 @@ def _landlock(spec: dict, abi, filesystem: bool, net: bool, tried: list[str]) ->
         ruleset.restrict()
     except OSError as exc:
         return layer("unavailable", f"Landlock: {exc}")
+    if mode == "ncu-target" and filesystem:
+        tmp = spec.get("private_tmp")
+        return layer("active", f"Landlock ABI {abi}; " + ("/tmp private to ncu and this program" if tmp is True else
+                                                          str(tmp or "/tmp shared with the machine")))
     return layer("active", f"Landlock ABI {abi}")
 
 
@@ -459,25 +463,3 @@ def warn_unavailable(report: dict[str, dict]) -> None:
             _WARNED.add(name)
             print(f"kernelskill: WARNING: the sandbox's {name} layer is unavailable here, candidates run without it: "
                   f"{entry.get('detail')}", file=sys.stderr)
-
-
-# ------------------------------------------------------------------------------------------- ncu in a namespace
-def _exec_in_network_namespace(argv: list[str]) -> None:
-    """`python -m kernelskill.review.confine netns -- CMD...`: run CMD (ncu) in a new network namespace with only
-    loopback, shared with the program it starts; without one, CMD runs as it is and its target falls back."""
-    spec = json.loads(os.environ.get(SPEC_VAR) or "{}")
-    try:
-        osl.network_namespace(loopback=True)
-        spec["shared_netns"] = True
-    except (osl.Unavailable, OSError) as exc:
-        spec["shared_netns"] = False
-        print(f"kernelskill: no network namespace for ncu ({exc})", file=sys.stderr)
-    if spec:
-        os.environ[SPEC_VAR] = json.dumps(spec, sort_keys=True)
-    os.execvp(argv[0], argv)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) > 3 and sys.argv[1] == "netns" and sys.argv[2] == "--":
-        _exec_in_network_namespace(sys.argv[3:])
-    sys.exit("usage: python -m kernelskill.review.confine netns -- COMMAND [ARGS...]")

@@ -34,7 +34,8 @@ _ARCH = {
 _IO_URING_SETUP = 425  # the same on both: io_uring can open sockets without socket(2)
 _LANDLOCK_CREATE, _LANDLOCK_ADD, _LANDLOCK_RESTRICT = 444, 445, 446  # the same on every architecture
 PR_SET_NO_NEW_PRIVS = 38
-CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS = 0x10000000, 0x40000000, 0x00020000
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 1 << 18
 
 
 def _check(result: int, what: str) -> int:
@@ -106,6 +107,42 @@ def loopback_up() -> None:
         request = struct.pack("16sH22x", b"lo", 0)
         flags = struct.unpack("16sH22x", fcntl.ioctl(s, siocgifflags, request))[1]
         fcntl.ioctl(s, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
+
+
+# ----------------------------------------------------------------------------------------------------- private /tmp
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda x: x.encode() if x is not None else None)
+    _check(_LIBC.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount({target})")
+
+
+def private_tmp(keep: list[str]) -> list[str]:
+    """Move this process into a mount namespace of its own whose /tmp is an empty tmpfs, with the paths of `keep`
+    that lie under /tmp bound back in at the same place (as root: it needs CAP_SYS_ADMIN). Returns the paths bound.
+    Other processes' files in /tmp are then out of sight, whatever rights /tmp is given later."""
+    under = sorted({os.path.realpath(p) for p in keep if p and os.path.realpath(p).startswith("/tmp/")
+                    and os.path.exists(p)})
+    under = [p for p in under if not any(p.startswith(q + "/") for q in under)]  # a folder's binding covers its files
+    _unshare(CLONE_NEWNS)
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the parent namespace
+    # opened in the new namespace (a bind source must be one of its mounts), before /tmp is covered
+    fds = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in under]
+    try:
+        _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        try:
+            for path, fd in fds:
+                if os.path.isdir(f"/proc/self/fd/{fd}"):
+                    os.makedirs(path, exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    open(path, "a").close()
+                _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        except OSError:
+            _LIBC.umount2(b"/tmp", ctypes.c_int(2))  # MNT_DETACH: back to the machine's /tmp, not half a private one
+            raise
+    finally:
+        for _, fd in fds:
+            os.close(fd)
+    return under
 
 
 # -------------------------------------------------------------------------------------------------------- drop root

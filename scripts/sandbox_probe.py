@@ -131,6 +131,7 @@ def probes(out: Path, device: str) -> dict:
         runs["ncu profile"] = {"probe": None, "verdict": "skipped: ncu is not on PATH"}
     else:
         work = Path(tempfile.mkdtemp(prefix="kernelskill-ncu-probe-"))
+        work.chmod(0o755)  # as a run folder would be: mkdtemp's 0700 would keep the driver from dropping root
         cand = work / "probe_candidate.py"
         cand.write_text(probe_source(CANDIDATES["triton"]))
         run = run_profile(P01, cand, ProfileSettings(keep_dir=work / "profile", ncu_timeout_s=150, run_timeout_s=90,

@@ -340,3 +340,17 @@ def test_ncu_and_its_program_get_a_tmp_of_their_own(filesystem):
     finally:
         shutil.rmtree(planted, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.skipif(_landlock() < 3, reason="Landlock's truncate right needs ABI 3")
+def test_a_sandboxed_process_may_rewrite_its_own_thread_names():
+    # the CUDA driver names its threads with fopen("/proc/self/task/<tid>/comm", "wb") at cuInit; "wb" truncates,
+    # and without Landlock's truncate right on the process's own /proc entries cuInit failed with 304 on the H200
+    env, scratch = confine.scratch_environment(confine.environment(None, False, Sandbox(network=False, user=False)))
+    program = ("import threading\nfrom kernelskill.review import confine\nconfine.apply()\n"
+               "open(f'/proc/self/task/{threading.get_native_id()}/comm', 'wb').write(b'cuda-worker')\n"
+               "print(open(f'/proc/self/task/{threading.get_native_id()}/comm').read().strip())\n")
+    out = subprocess.run([sys.executable, "-c", program], env=env, cwd=scratch, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "cuda-worker"

@@ -16,7 +16,7 @@ Phases (the whole run has a time budget, --budget-s, default 470 s; cases that w
 listed - run again with --only / --no-classic for the rest; an estimate, not yet measured: the 13 classic cases
 take ~6 minutes, most of it ncu's ~2.5 s of replay per profiled launch):
   1. CPU, --jobs in parallel: write OUT/<case>/problem.py + candidate.py, count each problem's FLOPs and bytes on
-     the meta device (kernelskill.memory.problem_work) and build the CUDA extensions (load_inline, into one
+     the meta device (kernelskill.review.work) and build the CUDA extensions (load_inline, into one
      TORCH_EXTENSIONS_DIR), so nothing compiles while the GPU is being measured;
   2. GPU, one case at a time: kernelskill.memory.profiling.run_profile - a PyTorch-profiler run (launches and
      time per forward), then `ncu --set full --clock-control none --profile-from-start off --launch-count N`
@@ -128,7 +128,7 @@ def _safe(name: str) -> str:
 
 def prepare(k: Kernel, out: Path, python: str, ext_dir: Path, timeout: float) -> list[str]:
     """Write the case's files, count its work and build its extension; returns notes (problems found)."""
-    from kernelskill.memory.problem_work import measure_problem_work
+    from kernelskill.review.work import measure_problem_work
 
     case = out / k.name
     case.mkdir(parents=True, exist_ok=True)

@@ -79,7 +79,7 @@ def test_cuda_kernels_compile(tmp_path, case):
 
 
 def test_the_problems_have_known_work_on_the_meta_device(tmp_path):
-    from kernelskill.memory.problem_work import _measure
+    from kernelskill.review.work import _measure
 
     work = {}
     for c in CASES:
@@ -109,7 +109,7 @@ def test_the_code_features_see_what_each_case_is_about(kb):
 FAKE_PYTHON = f"""#!{sys.executable}
 import json, sys
 args = sys.argv[1:]
-if args[:2] == ["-m", "kernelskill.memory.problem_work"]:
+if args[:2] == ["-m", "kernelskill.review.work"]:
     print(json.dumps({{"source": "flop_counter", "flops": 0.0, "bytes": 32768.0, "precision": "fp32"}}))
     sys.exit(0)
 if args[0] == "-c":

@@ -6,8 +6,8 @@ import pytest
 
 from kernelskill.memory.evidence import ProblemWork
 from kernelskill.memory.policy import decide
-from kernelskill.memory.problem_work import measure_problem_work
-from kernelskill.memory.roofline import compute_precision, find_gpu, floor_ms
+from kernelskill.review.work import measure_problem_work
+from kernelskill.review.roofline import compute_precision, find_gpu, floor_ms
 from memhelpers import make_evidence
 
 MATMUL_PROBLEM = """import torch

@@ -35,7 +35,7 @@ from kernelskill.memory.codeview import build_view
 from kernelskill.memory.evidence import Evidence, ProblemWork
 from kernelskill.memory.features import extract_features
 from kernelskill.memory.policy import decide
-from kernelskill.memory.problem_work import measure_problem_work
+from kernelskill.review.work import measure_problem_work
 from kernelskill.store import safe_name
 from kernelskill.store.outcome import NO_CANDIDATE, RoundRecord, repair_rank
 

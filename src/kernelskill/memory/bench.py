@@ -37,7 +37,7 @@ from kernelskill.memory.collect import collect_evidence
 from kernelskill.memory.evidence import ProblemWork
 from kernelskill.memory.knowledge import KnowledgeBase
 from kernelskill.memory.policy import decide
-from kernelskill.memory.roofline import PRECISIONS
+from kernelskill.review.roofline import PRECISIONS
 
 
 class _Strict(BaseModel):
@@ -135,7 +135,7 @@ def _problem_work(k: BenchKernel, root: Path, default_gpu: str | None) -> Proble
         return ProblemWork(source="manifest", flops=k.problem.flops, bytes=k.problem.bytes,
                            precision=k.problem.precision, gpu=gpu, forward_ms=k.forward_ms)  # fmt: skip
     if k.problem_file is not None:
-        from kernelskill.memory.problem_work import measure_problem_work
+        from kernelskill.review.work import measure_problem_work
 
         return measure_problem_work(root / k.problem_file).model_copy(update={"gpu": gpu, "forward_ms": k.forward_ms})
     if gpu is not None or k.forward_ms is not None:

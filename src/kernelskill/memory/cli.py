@@ -19,7 +19,7 @@ from kernelskill.memory.learn import apply_proposal, learn, load_proposal, write
 from kernelskill.memory.collect import collect_evidence, profile_candidate
 from kernelskill.memory.knowledge import check_coverage, load_knowledge
 from kernelskill.memory.policy import decide
-from kernelskill.memory.problem_work import measure_problem_work
+from kernelskill.review.work import measure_problem_work
 from kernelskill.memory.profiling import ProfileSettings
 from kernelskill.memory.render import (
     decision_json, render_bench, render_decision, render_method, render_methods,

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelskill.errors import KernelSkillError
 from kernelskill.memory.ncu import NcuReport
+from kernelskill.review.work import ProblemWork
 
 NcuStatus = Literal["ok", "not_provided", "missing", "not_permitted", "timed_out", "failed"]
 
@@ -37,22 +38,6 @@ class ProfilerSummary(BaseModel):
     forwards: int = Field(ge=1)
     forward_time_us: float | None = Field(default=None, gt=0)  # mean wall time of one forward, synchronized
     kernels: list[ProfilerKernel]
-
-
-class ProblemWork(BaseModel):
-    """The problem's minimum work and the GPU it runs on: what the speed-of-light floor (roofline.py) comes from.
-
-    Each part may be unknown (None); the floor is then unknown too, never guessed. `forward_ms` is the candidate's
-    measured forward time (the Reviewer's), when known; without it the profiler's or ncu's times are used.
-    """
-
-    source: str  # how the work was found: "flop_counter" (the reference run under FlopCounterMode), "manifest", ...
-    flops: float | None = Field(default=None, ge=0)  # matrix products and convolutions, as a FLOP counter sees them
-    bytes: float | None = Field(default=None, ge=0)  # inputs + outputs + parameters, each moved once
-    precision: str | None = None  # roofline.PRECISIONS: the precision whose peak bounds the work
-    gpu: str | None = None  # device name or roofline id; None: taken from the ncu report when there is one
-    forward_ms: float | None = Field(default=None, gt=0)
-    note: str | None = None  # why a part is unknown
 
 
 class FeatureValue(BaseModel):
@@ -173,7 +158,7 @@ def _gpu_name(ev: Evidence) -> str | None:
 
 
 def _sol_ms(ev: Evidence, _: object) -> float | None:
-    from kernelskill.memory.roofline import floor_ms
+    from kernelskill.review.roofline import floor_ms
 
     w = ev.problem
     if w is None or w.flops is None or w.bytes is None or w.precision is None:

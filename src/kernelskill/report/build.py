@@ -33,7 +33,7 @@ HTML_NAME = "report.html"
 SUMMARY_NAME = "summary.md"
 CSV_NAME = "tasks.csv"
 CSV_COLUMNS = ("name", "level", "index", "status", "success", "best_speedup", "speedup_vs_compile", "eager_ms",
-               "best_ms", "compile_ms", "rounds_run", "rounds_to_best", "tokens", "cost_usd", "flags", "reason",
+               "best_ms", "compile_ms", "sol_ms", "pct_of_sol", "rounds_run", "rounds_to_best", "tokens", "cost_usd", "flags", "reason",
                "best_path")
 
 

@@ -141,13 +141,14 @@ def ablation_table(runs: Sequence[tuple[str, BenchResults]]) -> Table:
 
 def task_columns(with_compile: bool) -> list[str]:
     return ["Task", "Status", "Best speedup", *(["vs compile"] if with_compile else []), "Eager ms", "Best ms",
-            *(["Compile ms"] if with_compile else []), "Rounds", "Rounds to best", "Tokens", "Cost", "Flags"]
+            *(["Compile ms"] if with_compile else []), "% of floor", "Rounds", "Rounds to best", "Tokens", "Cost", "Flags"]
 
 
 def task_row(task: TaskResult, with_compile: bool) -> list[str]:
     compile_cells = [fmt_x(task.speedup_vs_compile)] if with_compile else []
     return [task.name, task.status, fmt_x(task.best_speedup), *compile_cells, fmt_ms(task.eager_ms),
-            fmt_ms(task.best_ms), *([fmt_ms(task.compile_ms)] if with_compile else []), str(task.rounds_run),
+            fmt_ms(task.best_ms), *([fmt_ms(task.compile_ms)] if with_compile else []),
+            NONE if task.pct_of_sol is None else f"{task.pct_of_sol:.3g}%", str(task.rounds_run),
             NONE if task.rounds_to_best is None else str(task.rounds_to_best), fmt_int(task.tokens),
             fmt_cost(task.cost_usd), ", ".join(task.flags)]
 

@@ -126,6 +126,25 @@ class PolicyResult(BaseModel):
     weights: Literal["same_seed", "copied_by_name"] | None = None  # how ModelNew's parameters were set when verified
 
 
+class SpeedOfLight(BaseModel):
+    """The problem's floor on the GPU it was timed on (review/roofline.py), and how near the candidate came.
+
+    `sol_ms` is the reference's work (the FLOPs of its matrix products and convolutions, inputs + outputs +
+    parameters moved once) at the device's peaks: a kernel that does less work than the reference's algorithm can
+    beat it, and is flagged `below_reference_floor`. `hard_floor_ms` only counts writing the outputs that cannot sit
+    in L2: a candidate faster than that is rejected (`runtime:impossible-time`)."""
+
+    gpu: str | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    output_bytes: float | None = None
+    precision: str | None = None  # the peak the floor uses: fp32, tf32 (fp32 matrix products), bf16, fp16, fp8
+    sol_ms: float | None = None
+    pct_of_sol: float | None = None  # sol_ms / the candidate's median time, in percent
+    hard_floor_ms: float | None = None
+    note: str | None = None  # why a figure is unknown
+
+
 class SandboxLayer(BaseModel):
     """One layer of the sandbox in the process that ran the candidate (review/confine.py)."""
 
@@ -164,6 +183,7 @@ class ReviewResult(BaseModel):
     log: str | None = None  # trimmed worker log
     log_path: str | None = None  # the full worker log
     sandbox: dict[str, SandboxLayer] = Field(default_factory=dict)  # network, filesystem, environment, user
+    speed_of_light: SpeedOfLight | None = None  # on a GPU in the table, when the candidate was timed
 
     @property
     def exit_code(self) -> ExitCode:

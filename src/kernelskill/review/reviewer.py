@@ -25,6 +25,7 @@ from kernelskill.review.logs import trim_log
 from kernelskill.review.results import Check, CompileResult, PolicyResult, ReviewResult
 from kernelskill.review.confine import warn_unavailable
 from kernelskill.review.sandbox import WorkerOutcome, clean_environment, describe_exit, run_worker
+from kernelskill.review.sol import judge as judge_speed_of_light
 from kernelskill.review.static_checks import split_findings, static_checks
 from kernelskill.review.wire import ReviewRequest, Seeds
 from kernelskill.settings import ReviewSettings
@@ -94,7 +95,7 @@ def review(
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
                          clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox),
                          reuse=settings.reuse_worker)
-    return _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only)
+    return _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem)
 
 
 def _rejection(checks: list[Check]) -> str:
@@ -215,7 +216,7 @@ def gpu_arch() -> str | None:
 
 
 def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_path: Path, wall: float,
-             strict_only: list[Check] | None = None) -> ReviewResult:
+             strict_only: list[Check] | None = None, problem: Problem | None = None) -> ReviewResult:
     """The review's result: what the stages reported, then the verdict (the worker's, a timeout or a crash)."""
     found = outcome.results
     log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
@@ -255,6 +256,8 @@ def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_p
         result.update(stage=None, error=None, correct=not checked_only)
     # a stage that did not finish still gets its elapsed share in the log; flags always survive
     result["flags"] = list(found.flags or [])
+    if problem is not None:
+        judge_speed_of_light(result, problem)
     _apply_rules(result, settings, [*(strict_only or []), *(found.policy_violations or [])], found.weights)
     return ReviewResult(**result)
 

@@ -94,6 +94,8 @@ class TaskOutcome(BaseModel):
     best_speedup: float | None  # eager time / best kernel time; None without a correct kernel
     best_ms: float | None = None
     eager_ms: float | None = None  # the task's eager time: the median of every reference timing of its reviews
+    sol_ms: float | None = None  # the problem's speed-of-light floor on its GPU (review/roofline.py), when known
+    pct_of_sol: float | None = None  # that floor over the best kernel's median time, in percent
     best_label: str | None = None
     best_path: str | None = None
     flags: list[str] = Field(default_factory=list)  # the best kernel's review flags, e.g. "degenerate_reference:..."
@@ -140,6 +142,7 @@ def summarize(store: RunStore, task_id: int, state: LoopResult, *, best_path: st
     review = store.review_of(best.candidate_id) if best is not None else None
     strict, kernelbench = store.success_by_rules(task_id)
     llm = store.llm_totals(task_id)
+    sol = (review.result.get("speed_of_light") or {}) if review is not None else {}
     return TaskOutcome(
         success=best is not None, success_strict=strict, success_kernelbench=kernelbench,
         verdict="correct" if best is not None else (history[-1].verdict if history else None),
@@ -148,4 +151,5 @@ def summarize(store: RunStore, task_id: int, state: LoopResult, *, best_path: st
         rounds_run=state.round, rounds_to_best=rounds_to_best_of(history), llm_calls=llm["calls"],
         failed_llm_calls=llm["failed_calls"], tokens=llm["tokens"], cost_usd=known_cost(llm), seconds=seconds,
         stage_seconds=store.stage_totals(task_id), history=history, reason=state.ended,
+        sol_ms=sol.get("sol_ms"), pct_of_sol=sol.get("pct_of_sol"),
     )

@@ -7,7 +7,7 @@ arithmetic) under `torch.utils.flop_counter.FlopCounterMode`. Bytes are the inpu
 and buffers, each moved once - the least DRAM traffic any implementation needs. FLOPs count what the FLOP counter
 knows (matmul, conv, attention); elementwise work is not counted, so the floor stays a lower bound.
 
-The problem file is the user's code; it runs in a child process (`python -m kernelskill.memory.problem_work P.py`)
+The problem file is the user's code; it runs in a child process (`python -m kernelskill.review.work P.py`)
 with a time limit, like every other execution of problem code outside the review worker. When anything fails
 (PyTorch missing, a get_inputs that insists on CUDA, an op without a meta kernel) the work is unknown, with the
 reason in `note`, and so is the floor.
@@ -20,9 +20,26 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernelskill.memory.evidence import ProblemWork
+from pydantic import BaseModel, Field
 
 SOURCE = "flop_counter"
+
+
+class ProblemWork(BaseModel):
+    """The problem's minimum work and the GPU it runs on: what the speed-of-light floor (roofline.py) comes from.
+
+    Each part may be unknown (None); the floor is then unknown too, never guessed. `forward_ms` is the candidate's
+    measured forward time (the Reviewer's), when known; without it the profiler's or ncu's times are used.
+    """
+
+    source: str  # how the work was found: "flop_counter" (the reference run under FlopCounterMode), "manifest", ...
+    flops: float | None = Field(default=None, ge=0)  # matrix products and convolutions, as a FLOP counter sees them
+    bytes: float | None = Field(default=None, ge=0)  # inputs + outputs + parameters, each moved once
+    output_bytes: float | None = Field(default=None, ge=0)  # the outputs alone: what any kernel must write
+    precision: str | None = None  # roofline.PRECISIONS: the precision whose peak bounds the work
+    gpu: str | None = None  # device name or roofline id; None: taken from the ncu report when there is one
+    forward_ms: float | None = Field(default=None, gt=0)
+    note: str | None = None  # why a part is unknown
 
 
 def measure_problem_work(problem: str | Path, timeout_s: float = 60.0, python: str = sys.executable) -> ProblemWork:
@@ -30,7 +47,7 @@ def measure_problem_work(problem: str | Path, timeout_s: float = 60.0, python: s
     path = Path(problem).resolve()
     if not path.is_file():
         return ProblemWork(source=SOURCE, note=f"{path}: no such problem file")
-    command = [python, "-m", "kernelskill.memory.problem_work", str(path)]
+    command = [python, "-m", "kernelskill.review.work", str(path)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_environment())
     except subprocess.TimeoutExpired:
@@ -76,9 +93,11 @@ def _measure(path: Path) -> dict:
     flops = float(counter.get_total_flops())
     floats = [t for t in tensors + state if t.is_floating_point()]
     dtype = str(max(floats, key=lambda t: t.numel()).dtype) if floats else "torch.float32"
-    from kernelskill.memory.roofline import compute_precision
+    from kernelskill.review.roofline import compute_precision
 
-    return {"source": SOURCE, "flops": flops, "bytes": float(moved), "precision": compute_precision(dtype, flops > 0),
+    written = sum(t.numel() * t.element_size() for t in outputs)
+    return {"source": SOURCE, "flops": flops, "bytes": float(moved), "output_bytes": float(written),
+            "precision": compute_precision(dtype, flops > 0),
             "note": f"FlopCounterMode on the meta device; inputs, outputs and parameters in {dtype}"}  # fmt: skip
 
 

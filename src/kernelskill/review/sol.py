@@ -1,0 +1,62 @@
+"""The speed of light in a review: the problem's floor on the GPU the candidate was timed on, the share of it the
+candidate reaches, and the one verdict it can give: a candidate faster than any implementation could be is rejected.
+
+The problem's work is counted once per problem source (a child process runs the reference on PyTorch's meta
+device, review/work.py); the floors come from review/roofline.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+from kernelskill.problem import Problem
+from kernelskill.review.results import Check, SpeedOfLight
+from kernelskill.review.roofline import find_gpu, floor_ms, hard_floor_ms
+from kernelskill.review.work import ProblemWork, measure_problem_work
+
+
+def problem_work(problem: Problem) -> ProblemWork:
+    """The problem's work, counted once per problem source in this process."""
+    return _work(str(problem.path), hashlib.sha256(problem.source.encode()).hexdigest())
+
+
+@functools.lru_cache(maxsize=512)
+def _work(path: str, digest: str) -> ProblemWork:
+    return measure_problem_work(path)
+
+
+def speed_of_light(work: ProblemWork, gpu: str | None, candidate_ms: float | None) -> SpeedOfLight:
+    sol = SpeedOfLight(gpu=gpu, flops=work.flops, bytes=work.bytes, output_bytes=work.output_bytes,
+                       precision=work.precision, note=work.note)
+    if find_gpu(gpu) is None:
+        sol.note = f"no peak figures for {gpu or 'this device'} (review/roofline.py lists H200, H100, A100)"
+        return sol
+    if work.flops is not None and work.bytes is not None and work.precision is not None:
+        sol.sol_ms = floor_ms(work.flops, work.bytes, work.precision, gpu)
+    if work.output_bytes is not None:
+        sol.hard_floor_ms = hard_floor_ms(work.output_bytes, gpu)
+    if sol.sol_ms and candidate_ms:
+        sol.pct_of_sol = sol.sol_ms / candidate_ms * 100
+    return sol
+
+
+def judge(result: dict, problem: Problem) -> None:
+    """Add `speed_of_light` to a composed review (a dict of ReviewResult fields) timed on a GPU; reject a candidate
+    faster than the hard floor, flag one faster than the reference's floor."""
+    timing = result.get("timing")
+    if result.get("device") != "cuda" or timing is None:
+        return
+    median = timing.candidate.median_ms
+    sol = speed_of_light(problem_work(problem), result.get("device_name"), median)
+    result["speed_of_light"] = sol
+    if sol.hard_floor_ms and median < sol.hard_floor_ms and result.get("stage") is None:
+        detail = (f"the candidate's median time {median * 1e3:.2f} us is below {sol.hard_floor_ms * 1e3:.2f} us, the "
+                  f"time {sol.gpu} needs to write its {sol.output_bytes / 1e6:.1f} MB of outputs at full DRAM "
+                  "bandwidth: no implementation is that fast, so its work escaped the clock")
+        result["checks"] = [*result.get("checks", []), Check(name="runtime:impossible-time", detail=detail)]
+        result.update(stage="time", error_kind="rejected", correct=False,
+                      error=f"rejected by check runtime:impossible-time: {detail}")
+    elif sol.sol_ms and median < sol.sol_ms:
+        result["flags"] = [*result.get("flags", []), f"below_reference_floor: {sol.pct_of_sol:.0f}% of the floor of "
+                           "the reference's work: the candidate does less work than the reference's algorithm"]

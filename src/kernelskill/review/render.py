@@ -40,7 +40,7 @@ def precision_line(p: Precision) -> str:
     tf32 = [name for name, on in p.reference_tf32.items() if on is True or on in ("high", "medium")]
     if p.reference_tf32:
         parts.append(f"reference TF32: {', '.join(tf32) or 'off'}")
-    return "; ".join(parts) + (" [reduced_precision]" if p.reduced_precision else "")
+    return "; ".join(parts)  # reduced_precision shows among the flags
 
 
 def verdict_line(r: ReviewResult) -> str:

@@ -52,6 +52,7 @@ class Guards(BaseModel):
     timed_outputs: bool = True  # outputs of the last timed calls are checked too (defeats caching across calls)
     device_sync: bool = True  # synchronize the whole device before the stop event (counts side-stream work)
     kernel_policy: bool = True  # the candidate must launch its own kernels and not just re-run the reference's ops
+    input_distributions: bool = True  # verify also on inputs scaled x10 and offset +5, not only get_inputs()' own
 
 
 class Sandbox(BaseModel):

@@ -18,7 +18,9 @@ P01 = "problems/p01_pointwise_gelu_chain.py"
 CASES = [
     ("cheats/input_mutation.py", {"order": "candidate_first", "timing": False}, "mismatch", {"clone_inputs": False}, "correct"),
     ("cheats/cache_call_count.py", {"reverify_above": 1e9}, "runtime:timed-outputs", {"timed_outputs": False}, "correct"),
-    ("cheats/known_seed.py", {"timing": False}, "mismatch", {"secret_seeds": False}, "correct"),
+    # the extra trials scale and shift the inputs, which no seed predicts: both guards off
+    ("cheats/known_seed.py", {"timing": False}, "mismatch", {"secret_seeds": False, "input_distributions": False},
+     "correct"),
     ("cheats/thread_import.py", {}, "static:concurrency", {"static_checks": False}, "correct"),
     ("cheats/thread_obfuscated.py", {}, "static:dynamic-code", {"static_checks": False}, "runtime:threads"),
     ("cheats/thread_obfuscated.py", {}, "static:dynamic-code", {"static_checks": False, "no_threads": False}, "correct"),

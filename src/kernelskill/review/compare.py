@@ -26,6 +26,7 @@ class Comparison:
     max_abs_error: float
     max_rel_error: float
     mismatch: Mismatch | None = None
+    strict_bad: int = 0  # elements outside the `strict` tolerance, when one was given
 
 
 CHUNK = 1 << 24  # elements compared at a time: the float64 temporaries stay near 1 GB however large an output is
@@ -38,9 +39,11 @@ class _Values:
     rel_err: float = 0.0
     nonfinite: bool = False  # a NaN or Inf where the reference has none
     first: list[int] | None = None  # flat indices of the first few bad elements
+    strict_bad: int = 0
 
 
-def _compare_values(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float, limit: int = 5) -> _Values:
+def _compare_values(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float, limit: int = 5,
+                    strict: tuple[float, float] | None = None) -> _Values:
     """Element-wise comparison of two tensors of one shape, a chunk at a time (a 1e9-element output would need
     tens of GB of float64 temporaries at once, and boolean indexing of it far more)."""
     rf, cf = r.detach().reshape(-1), c.detach().reshape(-1)
@@ -53,10 +56,13 @@ def _compare_values(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float, 
             bad = cc != rc
             diff = rel = bad.to(torch.float64)
             nonzero_ref = rc
+            strict_bad = bad
         else:
             c64, r64 = cc.to(torch.float64), rc.to(torch.float64)
             # NaN matches NaN and Inf matches Inf of the same sign; anything else non-finite fails
             bad = ~torch.isclose(c64, r64, rtol=rtol, atol=atol, equal_nan=True)
+            if strict is not None:
+                strict_bad = ~torch.isclose(c64, r64, rtol=strict[1], atol=strict[0], equal_nan=True)
             diff = (c64 - r64).abs()
             rel = diff / r64.abs().clamp_min(tiny)
             nonzero_ref = r64 != 0
@@ -64,6 +70,8 @@ def _compare_values(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float, 
         out.abs_err = max(out.abs_err, float(torch.where(finite, diff, 0.0).max()))
         out.rel_err = max(out.rel_err, float(torch.where(finite & nonzero_ref, rel, 0.0).max()))
         out.nonfinite = out.nonfinite or bool((bad & ~finite).any())
+        if strict is not None:
+            out.strict_bad += int(strict_bad.sum())
         n = int(bad.sum())
         if n:
             out.bad += n
@@ -80,13 +88,16 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     return index[::-1]
 
 
-def compare_outputs(ref_out, cand_out, atol: float, rtol: float, trial: int) -> Comparison:
-    """Compare every returned tensor. NaN/Inf in the candidate where the reference has none fails."""
+def compare_outputs(ref_out, cand_out, atol: float, rtol: float, trial: int,
+                    strict: tuple[float, float] | None = None) -> Comparison:
+    """Compare every returned tensor. NaN/Inf in the candidate where the reference has none fails. With `strict`
+    (atol, rtol), the same pass also counts the elements outside that tolerance."""
     refs, cands = flatten_outputs(ref_out), flatten_outputs(cand_out)
     if len(refs) != len(cands):
         return Comparison(False, float("inf"), float("inf"), Mismatch(
             trial=trial, reason=f"returned {len(cands)} output(s), the reference returns {len(refs)}"))
     worst_abs = worst_rel = 0.0
+    strict_bad = 0
     for i, (r, c) in enumerate(zip(refs, cands)):
         if not isinstance(r, torch.Tensor):
             if r != c:
@@ -102,7 +113,8 @@ def compare_outputs(ref_out, cand_out, atol: float, rtol: float, trial: int) -> 
         if c.dtype != r.dtype:
             return Comparison(False, float("inf"), float("inf"), Mismatch(
                 trial=trial, output_index=i, reason=f"output {i} has dtype {c.dtype}, expected {r.dtype}"))
-        values = _compare_values(r, c, atol, rtol)
+        values = _compare_values(r, c, atol, rtol, strict=strict)
+        strict_bad += values.strict_bad
         if c.numel():
             abs_err, rel_err = values.abs_err, values.rel_err
             if values.nonfinite:
@@ -119,4 +131,4 @@ def compare_outputs(ref_out, cand_out, atol: float, rtol: float, trial: int) -> 
                 trial=trial, output_index=i, mismatched=values.bad, total=c.numel(), first_indices=idx, got=got,
                 expected=exp,
                 reason=f"output {i}: {values.bad} of {c.numel()} elements outside atol={atol}, rtol={rtol}{nan_note}"))
-    return Comparison(True, worst_abs, worst_rel)
+    return Comparison(True, worst_abs, worst_rel, strict_bad=strict_bad)

@@ -7,7 +7,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from kernelskill.review.results import ReviewResult
+from kernelskill.review.results import Precision, ReviewResult
 
 
 def to_json(result: ReviewResult) -> str:
@@ -29,6 +29,18 @@ def failure_reason(error: str | None, check: str | None = None) -> str:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f} ms" if value < 1 else f"{value:.3f} ms"
+
+
+def precision_line(p: Precision) -> str:
+    """The precision record in one line: dtypes seen in the code, the strict tolerance, the reference's TF32."""
+    parts = [f"computes in {', '.join(p.compute_dtypes)}" if p.compute_dtypes else "no reduced-precision dtype seen"]
+    if p.strict_tolerance_ok is not None:
+        parts.append(f"{'passes' if p.strict_tolerance_ok else 'fails'} atol=rtol={p.strict_atol:g}"
+                     + (f" ({p.strict_mismatched} elements outside)" if p.strict_mismatched else ""))
+    tf32 = [name for name, on in p.reference_tf32.items() if on is True or on in ("high", "medium")]
+    if p.reference_tf32:
+        parts.append(f"reference TF32: {', '.join(tf32) or 'off'}")
+    return "; ".join(parts)  # reduced_precision shows among the flags
 
 
 def verdict_line(r: ReviewResult) -> str:
@@ -63,6 +75,11 @@ def print_review(result: ReviewResult, console: Console | None = None) -> None:
             pairs = ", ".join(f"{idx}: got {g:.5g}, expected {e:.5g}" for idx, g, e in
                               zip(v.mismatch.first_indices, v.mismatch.got, v.mismatch.expected))
             table.add_row("", f"first mismatches {pairs}")
+        if v.distributions:
+            skipped = "".join(f"; {name} skipped: {why}" for name, why in v.skipped_distributions.items())
+            table.add_row("inputs", ", ".join(v.distributions) + skipped)
+    if r.precision is not None and (r.precision.compute_dtypes or r.precision.strict_tolerance_ok is not None):
+        table.add_row("precision", precision_line(r.precision))
     if r.timing is not None:
         t = r.timing
         table.add_row("reference", f"{_ms(t.reference.mean_ms)} mean, {_ms(t.reference.median_ms)} median")

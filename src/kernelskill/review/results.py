@@ -48,6 +48,7 @@ class Mismatch(BaseModel):
     first_indices: list[list[int]] = Field(default_factory=list)
     got: list[float] = Field(default_factory=list)
     expected: list[float] = Field(default_factory=list)
+    distribution: str | None = None  # the trial's input distribution (VerifyResult.distributions)
 
 
 class VerifyResult(BaseModel):
@@ -59,6 +60,21 @@ class VerifyResult(BaseModel):
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     mismatch: Mismatch | None = None
+    distributions: list[str] = Field(default_factory=list)  # the trials' inputs: "normal", "scaled x10", "offset +5"
+    skipped_distributions: dict[str, str] = Field(default_factory=dict)  # distribution -> why it was not compared
+
+
+class Precision(BaseModel):
+    """How precisely the candidate computes, beside the configured tolerance (review/precision.py)."""
+
+    compute_dtypes: list[str] = Field(default_factory=list)  # float16, bfloat16, float8, tf32: seen in its code
+    output_dtypes: list[str] = Field(default_factory=list)  # the reference's floating-point output dtypes
+    strict_atol: float = 1e-4
+    strict_rtol: float = 1e-4
+    strict_tolerance_ok: bool | None = None  # the same trials' outputs within the strict tolerance; None: not verified
+    strict_mismatched: int | None = None  # elements outside the strict tolerance, over all trials
+    reference_tf32: dict[str, bool | str] = Field(default_factory=dict)  # the TF32 switches the reference ran under
+    reduced_precision: bool = False  # fp32 problem, passes only the configured tolerance, computes in less
 
 
 class TimingStats(BaseModel):
@@ -176,6 +192,7 @@ class ReviewResult(BaseModel):
     timing: TimingResult | None = None
     kernels: KernelUsage | None = None
     policy: PolicyResult | None = None
+    precision: Precision | None = None
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     settings: dict = Field(default_factory=dict)
     problem: str | None = None

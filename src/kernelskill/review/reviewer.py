@@ -22,7 +22,8 @@ from kernelskill.candidate import Candidate
 from kernelskill.errors import KernelSkillError, ProblemError
 from kernelskill.problem import Problem, read_problem
 from kernelskill.review.logs import trim_log
-from kernelskill.review.results import Check, CompileResult, PolicyResult, ReviewResult
+from kernelskill.review.precision import compute_dtypes, settle
+from kernelskill.review.results import Check, CompileResult, PolicyResult, Precision, ReviewResult
 from kernelskill.review.confine import warn_unavailable
 from kernelskill.review.sandbox import WorkerOutcome, clean_environment, describe_exit, run_worker
 from kernelskill.review.sol import judge as judge_speed_of_light
@@ -106,7 +107,8 @@ def _rejection(checks: list[Check]) -> str:
 def _base(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str) -> dict:
     """The fields every ReviewResult of this review starts from."""
     return dict(device=device, backend=backend, problem=str(problem.path), candidate=candidate.filename,
-                settings=settings.model_dump(mode="json", exclude={"timeouts"}), compiled=False, correct=False)
+                settings=settings.model_dump(mode="json", exclude={"timeouts"}), compiled=False, correct=False,
+                precision=Precision(compute_dtypes=compute_dtypes(candidate.source)))  # read here, not in the worker
 
 
 def _request(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str,
@@ -256,6 +258,10 @@ def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_p
         result.update(stage=None, error=None, correct=not checked_only)
     # a stage that did not finish still gets its elapsed share in the log; flags always survive
     result["flags"] = list(found.flags or [])
+    result["precision"] = settle(found.precision, base["precision"].compute_dtypes,
+                                 found.verify is not None and found.verify.ok)
+    if result["precision"].reduced_precision:  # a flag, not a verdict: the configured tolerance decides
+        result["flags"].append("reduced_precision")
     if problem is not None:
         judge_speed_of_light(result, problem)
     _apply_rules(result, settings, [*(strict_only or []), *(found.policy_violations or [])], found.weights)

@@ -15,8 +15,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from kernelskill.review.results import (Check, CompileResult, ErrorKind, KernelUsage, Stage, TimingResult,
-                                        VerifyResult)
+from kernelskill.review.results import (Check, CompileResult, ErrorKind, KernelUsage, Precision, Stage,
+                                        TimingResult, VerifyResult)
 from kernelskill.settings import ReviewSettings
 
 PREBUILD_CALL_S = 30  # a prebuild's meta-device construction and call of ModelNew, builds aside
@@ -83,6 +83,7 @@ class StageResults(_Wire):
     kernels: KernelUsage | None = None
     policy_violations: list[Check] | None = None
     backend_flags_changed: dict[str, str] | None = None
+    precision: Precision | None = None  # verify: strict tolerance, output dtypes, the reference's TF32 switches
     timing: TimingResult | None = None  # time
     ref_ms: float | None = None
     candidate_ms: float | None = None

@@ -46,9 +46,11 @@ def changed(before: list, after: list) -> bool:
     return False
 
 
-def verify_record(ok, trials, passed, settings, max_abs, max_rel, mismatch) -> VerifyResult:
+def verify_record(ok, trials, passed, settings, max_abs, max_rel, mismatch, distributions=(),
+                  skipped=None) -> VerifyResult:
     return VerifyResult(ok=ok, trials=trials, passed=passed, atol=settings.atol, rtol=settings.rtol,
-                        max_abs_error=max_abs, max_rel_error=max_rel, mismatch=mismatch)
+                        max_abs_error=max_abs, max_rel_error=max_rel, mismatch=mismatch,
+                        distributions=list(distributions), skipped_distributions=skipped or {})
 
 
 def degenerate(ref_outputs: list, atol: float, torch) -> set[str]:

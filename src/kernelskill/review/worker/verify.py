@@ -1,6 +1,8 @@
 """The verify stage: every trial runs reference and candidate on fresh inputs (each its own copy, in an order drawn
 per trial), compares their outputs and checks what the candidate did (harness intact, plain outputs, inputs left
-alone, kernels of its own). Functions over the review's `Worker` state; the time stage re-verifies with `one_trial`.
+alone, kernels of its own). After get_inputs()' own trials come trials on inputs of other scales and offsets
+(precision.DISTRIBUTIONS), and every comparison also counts what a strict tolerance would refuse. Functions over the
+review's `Worker` state; the time stage re-verifies with `one_trial`.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
+from kernelskill.review.results import Precision
 from kernelskill.review.worker.checks import changed, degenerate, map_tensors, verify_record
 
 if TYPE_CHECKING:
@@ -41,17 +44,21 @@ def copy_parameters(w: Worker) -> list[str]:
     return copied
 
 
-def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool) -> tuple:
+def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool,
+              distribution: str = "normal") -> tuple:
     """Run reference and candidate on fresh inputs; returns (comparison, reference output)."""
     from kernelskill.review.compare import compare_outputs
     from kernelskill.review.guards import output_problem
+    from kernelskill.review.precision import STRICT_TOL, distributed, tf32_settings
 
     torch = w.torch
-    inputs = w.make_inputs(seed)
+    inputs = distributed(w.make_inputs(seed), distribution, torch)
     ref_args = w.copy_args(inputs)
     cand_args = w.copy_args(inputs) if w.guards.clone_inputs else ref_args
 
     def reference():
+        if index == 0:
+            w.reference_tf32 = tf32_settings(torch)
         with w.ref_trace if index == 0 else nullcontext():
             out = w.run_reference(ref_args)
         # Keep a copy and free the original: its memory is what a cheating candidate would try to get back.
@@ -87,7 +94,7 @@ def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool)
             raise w.log.reject("runtime:output-type", problem)
     if w.guards.clone_inputs and changed(inputs, cand_args):
         w.flags.add("candidate_mutates_inputs")
-    return compare_outputs(ref_out, cand_out, w.settings.atol, w.settings.rtol, index), ref_out
+    return compare_outputs(ref_out, cand_out, w.settings.atol, w.settings.rtol, index, (STRICT_TOL, STRICT_TOL)), ref_out
 
 
 def verify(w: Worker) -> None:
@@ -121,21 +128,55 @@ def verify(w: Worker) -> None:
 
 
 def trials(w: Worker) -> tuple | None:
-    """Run every verify trial; None when all pass, else (error, verify record, max abs, max rel error)."""
+    """Run every verify trial; None when all pass, else (error, verify record, max abs, max rel error).
+
+    A trial of another distribution whose reference outputs are not finite (where get_inputs()' own are) is not
+    compared: the problem is not defined there. It still runs on both sides, which keeps a stateful reference and
+    its candidate in step."""
+    from kernelskill.review.compare import flatten_outputs
+    from kernelskill.review.precision import DISTRIBUTIONS, nonfinite
+
     seeds = w.req.seeds
-    trials = w.settings.trials
+    n = w.settings.trials
+    plan = [(i, seeds.trials[i], "normal") for i in range(n)]
+    if w.guards.input_distributions:
+        plan += [(n + k, seeds.trials[k % n], name) for k, name in enumerate(DISTRIBUTIONS)]
     worst_abs = worst_rel = 0.0
-    ref_outputs = []
-    for i in range(trials):
-        profile = w.device.type == "cuda" and i == seeds.profile_trial % trials
-        cmp, ref_out = one_trial(w, i, seeds.trials[i], candidate_first(w), profile)
+    ref_outputs, used, skipped = [], [], {}
+    strict_bad = normal_nonfinite = compared = 0
+    outcome = None
+    for i, seed, dist in plan:
+        profile = dist == "normal" and w.device.type == "cuda" and i == seeds.profile_trial % n
+        cmp, ref_out = one_trial(w, i, seed, candidate_first(w), profile, dist)
+        bad, count = nonfinite(ref_out, w.torch)
+        if dist == "normal":
+            normal_nonfinite += bad
+            ref_outputs.append(map_tensors(ref_out, lambda t: t.detach().flatten()[:4096].cpu()))
+        elif bad and not normal_nonfinite:
+            skipped[dist] = (f"the reference's outputs are not finite on these inputs ({bad} of {count} elements "
+                             "NaN/Inf)")
+            continue
+        if dist not in used:
+            used.append(dist)
         worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
         if not cmp.ok:
-            return (f"trial {i + 1} of {trials}: {cmp.mismatch.reason}",
-                    verify_record(False, i, i, w.settings, worst_abs, worst_rel, cmp.mismatch), worst_abs, worst_rel)
-        ref_outputs.append(map_tensors(ref_out, lambda t: t.detach().flatten()[:4096].cpu()))
-    w.log.update(verify=verify_record(True, trials, trials, w.settings, worst_abs, worst_rel, None),
-                max_abs_error=worst_abs, max_rel_error=worst_rel)
+            cmp.mismatch.distribution = dist
+            where = "" if dist == "normal" else f" ({dist} inputs)"
+            outcome = (f"trial {i + 1} of {len(plan)}{where}: {cmp.mismatch.reason}",
+                       verify_record(False, compared, compared, w.settings, worst_abs, worst_rel, cmp.mismatch, used,
+                                     skipped), worst_abs, worst_rel)
+            break
+        compared += 1
+        strict_bad += cmp.strict_bad
+    dtypes = sorted({str(t.dtype).removeprefix("torch.") for out in ref_outputs[:1] for t in flatten_outputs(out)
+                     if isinstance(t, w.torch.Tensor) and t.is_floating_point()})
+    w.log.update(precision=Precision(output_dtypes=dtypes, reference_tf32=w.reference_tf32 or {},
+                                     strict_tolerance_ok=None if outcome else strict_bad == 0,
+                                     strict_mismatched=None if outcome else strict_bad))
+    if outcome:
+        return outcome
+    w.log.update(verify=verify_record(True, compared, compared, w.settings, worst_abs, worst_rel, None, used, skipped),
+                 max_abs_error=worst_abs, max_rel_error=worst_rel)
     w.flags.update(degenerate(ref_outputs, w.settings.atol, w.torch))
     return None
 

@@ -1,0 +1,123 @@
+"""How honest a correct verdict is about numerics: the dtypes a candidate computes in (read from its source), a
+strict tolerance besides the configured one, the TF32 settings the reference ran under, and the input
+distributions the verify trials use besides get_inputs()' own.
+
+The static part runs in the reviewer, never in the worker that ran candidate code; the rest is measured by the
+verify stage (worker/verify.py) from the outputs it compares anyway.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from kernelskill.review.results import Precision
+
+STRICT_TOL = 1e-4  # KernelBench's current default atol = rtol
+LOW_PRECISION = ("float16", "bfloat16", "float8", "tf32")
+
+# dtype -> patterns over the source, Python comments removed (CUDA sources are string literals in it)
+_DTYPES = {
+    "float16": r"\.half\(\)|\btorch\.(float16|half)\b|\btl\.float16\b|\b__half2?\b|\bhalf2?\b|\bat::Half\b"
+               r"|\bkHalf\b|\bkFloat16\b|\b__float2half\w*|\bwmma::|\bmma_sync\b|\bmma\.sync\.\w*\.f16",
+    "bfloat16": r"\.bfloat16\(\)|\btorch\.bfloat16\b|\btl\.bfloat16\b|\b__nv_bfloat162?\b|\bnv_bfloat162?\b"
+                r"|\bat::BFloat16\b|\bkBFloat16\b|\b__float2bfloat16\w*|\.bf16\b",
+    "float8": r"\btorch\.float8\w*|\btl\.float8\w*|\b__nv_fp8\w*|\.e4m3\b|\.e5m2\b",
+    "tf32": r"\ballow_tf32\s*=\s*True\b|input_precision\s*=\s*[\"']tf32[\"']|\bwmma::precision::tf32\b"
+            r"|\.tf32\b|__float_to_tf32",
+}
+_C_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_TL_DOT = re.compile(r"\btl\.dot\s*\(")
+
+
+class _Strings(ast.NodeTransformer):
+    """Drops docstrings and other bare string statements; keeps multi-line strings' text apart (CUDA sources)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def visit_Expr(self, node: ast.Expr):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return ast.Pass()
+        return self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant):
+        if isinstance(node.value, str) and "\n" in node.value:  # a source; short strings stay (input_precision=)
+            self.texts.append(_C_COMMENTS.sub("", node.value))
+            return ast.Constant("")
+        return node
+
+
+def _code_text(source: str) -> str:
+    """The source without comments and docstrings: its Python code, then its string literals' text with C/C++
+    comments removed (a commented-out `half` or a docstring saying "half" does not count)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return _C_COMMENTS.sub("", source)
+    strings = _Strings()
+    code = ast.unparse(strings.visit(tree))
+    return "\n".join([code, *strings.texts])
+
+
+def _dot_calls(text: str) -> list[str]:
+    """The argument text of each tl.dot(...) call."""
+    calls = []
+    for m in _TL_DOT.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        calls.append(text[m.end():i - 1])
+    return calls
+
+
+def compute_dtypes(source: str) -> list[str]:
+    """The reduced-precision dtypes the candidate's code computes in where the source shows them. A Triton tl.dot
+    counts as TF32 unless it asks for IEEE fp32 (Triton's default for fp32 operands on NVIDIA GPUs is TF32)."""
+    text = _code_text(source)
+    found = [name for name, pattern in _DTYPES.items() if re.search(pattern, text)]
+    if "tf32" not in found and any(not re.search(r"input_precision\s*=\s*[\"'](ieee|tf32x3)[\"']"
+                                                 r"|allow_tf32\s*=\s*False", args) for args in _dot_calls(text)):
+        found.append("tf32")
+    return found
+
+
+def tf32_settings(torch) -> dict[str, bool | str]:
+    """The switches that let PyTorch compute fp32 matmuls and convolutions in TF32."""
+    return {"cuda.matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+
+# The verify trials' input distributions after get_inputs()' own ("normal"): every floating-point input tensor
+# scaled, then shifted. Integer and bool inputs, and plain Python values, are left as they are.
+DISTRIBUTIONS = {"scaled x10": lambda t: t * 10, "offset +5": lambda t: t + 5}
+
+
+def distributed(inputs: list, name: str, torch) -> list:
+    if name == "normal":
+        return inputs
+    fn = DISTRIBUTIONS[name]
+    return [fn(v) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs]
+
+
+def nonfinite(out, torch) -> tuple[int, int]:
+    """(non-finite elements, all elements) over a forward's floating-point output tensors."""
+    from kernelskill.review.compare import flatten_outputs
+
+    bad = total = 0
+    for t in flatten_outputs(out):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            bad += int((~torch.isfinite(t)).sum())
+            total += t.numel()
+    return bad, total
+
+
+def settle(measured: Precision | None, dtypes: list[str], verified: bool) -> Precision:
+    """The review's precision record: what verify measured with the static dtypes; `reduced_precision` when an fp32
+    problem's candidate passed the configured tolerance but not the strict one and its code computes in less."""
+    p = (measured or Precision()).model_copy(update={"compute_dtypes": dtypes})
+    p.reduced_precision = bool(verified and p.output_dtypes and set(p.output_dtypes) == {"float32"}
+                               and p.strict_tolerance_ok is False and set(dtypes) & set(LOW_PRECISION))
+    return p

@@ -1,0 +1,20 @@
+"""LayerNorm over rows of 2**20 elements (no affine). Rows that wide make a standard-normal row's mean and variance
+0 and 1 to within ~3e-3, so a kernel that skips normalizing passes get_inputs()' own trials at 1e-2."""
+import torch
+import torch.nn as nn
+
+rows = 4
+dim = 1 << 20
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.layer_norm(x, (dim,))
+
+
+def get_inputs():
+    return [torch.randn(rows, dim)]
+
+
+def get_init_inputs():
+    return []

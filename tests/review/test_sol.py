@@ -1,7 +1,8 @@
 """The speed of light in a review (review/sol.py): the floor, the share of it a candidate reaches, and the one
 verdict it gives. On real CUDA-L1 kernels (scripts/sol_check.py over the H200 run) no reference was faster than its
-floor, and the two correct kernels that were (a diagonal matrix product done as a row scaling, a conv whose output
-a clamp makes constant) do less work than the reference's algorithm: only the output-writing floor can reject."""
+floor, and two correct kernels were: L1/12 does a diagonal matrix product as a row scaling (less work than the
+reference's algorithm: flagged, not rejected), L2/83 returns one zero tensor it allocated in __init__ on every call
+(its reference's clamp makes the output zero), in 8 us, under the 9 us writing 128 MB takes: rejected."""
 
 import pytest
 
@@ -28,10 +29,10 @@ def work(monkeypatch):
     monkeypatch.setattr(sol, "problem_work", lambda problem: WORK)
 
 
-def judged(candidate_ms: float, device: str = "cuda", gpu: str = "NVIDIA H200") -> dict:
+def judged(candidate_ms: float, device: str = "cuda", gpu: str = "NVIDIA H200", stored: int | None = None) -> dict:
     result = {"device": device, "device_name": gpu, "timing": timed(candidate_ms), "stage": None, "correct": True,
               "flags": [], "checks": []}
-    sol.judge(result, read_problem(P01))
+    sol.judge(result, read_problem(P01), stored)
     return result
 
 
@@ -72,3 +73,23 @@ def test_no_floor_without_a_gpu_in_the_table(work):
 def test_the_outputs_a_problem_writes_are_counted():
     work = measure_problem_work(P01)
     assert work.output_bytes is not None and 0 < work.output_bytes < work.bytes, work.note
+
+
+def test_an_output_that_is_a_broadcast_view_writes_almost_nothing_and_is_not_impossible(work):
+    # a problem whose output is one value may be answered with torch.zeros(1).expand(shape): 4 bytes written
+    result = judged(0.01, stored=4)
+    assert result["stage"] is None and result["correct"]
+    assert result["speed_of_light"].hard_floor_ms == 0.0 and result["speed_of_light"].output_bytes == 4
+    assert judged(0.01, stored=256_000_000)["error_kind"] == "rejected"
+
+
+def test_stored_bytes_counts_what_outputs_occupy():
+    import torch
+
+    from kernelskill.review.worker.verify import stored_bytes
+
+    plain = torch.zeros(64, 32)
+    assert stored_bytes(plain, torch) == 64 * 32 * 4
+    assert stored_bytes(torch.zeros(1).expand(64, 32), torch) == 4  # a broadcast view of one value
+    assert stored_bytes(torch.zeros(1000, 32)[:64], torch) == 64 * 32 * 4  # a slice: its elements, not the buffer
+    assert stored_bytes((plain, [plain[:1], 3]), torch) == 64 * 32 * 4 + 32 * 4

@@ -263,7 +263,7 @@ def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_p
     if result["precision"].reduced_precision:  # a flag, not a verdict: the configured tolerance decides
         result["flags"].append("reduced_precision")
     if problem is not None:
-        judge_speed_of_light(result, problem)
+        judge_speed_of_light(result, problem, found.output_bytes)
     _apply_rules(result, settings, [*(strict_only or []), *(found.policy_violations or [])], found.weights)
     return ReviewResult(**result)
 

@@ -26,29 +26,36 @@ def _work(path: str, digest: str) -> ProblemWork:
     return measure_problem_work(path)
 
 
-def speed_of_light(work: ProblemWork, gpu: str | None, candidate_ms: float | None) -> SpeedOfLight:
-    sol = SpeedOfLight(gpu=gpu, flops=work.flops, bytes=work.bytes, output_bytes=work.output_bytes,
+def speed_of_light(work: ProblemWork, gpu: str | None, candidate_ms: float | None,
+                   stored_output_bytes: int | None = None) -> SpeedOfLight:
+    """`stored_output_bytes`: what the candidate's outputs occupied (the worker measures it); the hard floor counts
+    the smaller of that and the reference's outputs, so an output that is a broadcast view of one value, which
+    writes next to nothing, is not called impossible."""
+    written = work.output_bytes
+    if written is not None and stored_output_bytes is not None:
+        written = min(written, float(stored_output_bytes))
+    sol = SpeedOfLight(gpu=gpu, flops=work.flops, bytes=work.bytes, output_bytes=written,
                        precision=work.precision, note=work.note)
     if find_gpu(gpu) is None:
         sol.note = f"no peak figures for {gpu or 'this device'} (review/roofline.py lists H200, H100, A100)"
         return sol
     if work.flops is not None and work.bytes is not None and work.precision is not None:
         sol.sol_ms = floor_ms(work.flops, work.bytes, work.precision, gpu)
-    if work.output_bytes is not None:
-        sol.hard_floor_ms = hard_floor_ms(work.output_bytes, gpu)
+    if written is not None:
+        sol.hard_floor_ms = hard_floor_ms(written, gpu)
     if sol.sol_ms and candidate_ms:
         sol.pct_of_sol = sol.sol_ms / candidate_ms * 100
     return sol
 
 
-def judge(result: dict, problem: Problem) -> None:
+def judge(result: dict, problem: Problem, stored_output_bytes: int | None = None) -> None:
     """Add `speed_of_light` to a composed review (a dict of ReviewResult fields) timed on a GPU; reject a candidate
     faster than the hard floor, flag one faster than the reference's floor."""
     timing = result.get("timing")
     if result.get("device") != "cuda" or timing is None:
         return
     median = timing.candidate.median_ms
-    sol = speed_of_light(problem_work(problem), result.get("device_name"), median)
+    sol = speed_of_light(problem_work(problem), result.get("device_name"), median, stored_output_bytes)
     result["speed_of_light"] = sol
     if sol.hard_floor_ms and median < sol.hard_floor_ms and result.get("stage") is None:
         detail = (f"the candidate's median time {median * 1e3:.2f} us is below {sol.hard_floor_ms * 1e3:.2f} us, the "

@@ -90,6 +90,7 @@ class StageResults(_Wire):
     speedup: float | None = None
     compile_ms: float | None = None
     speedup_vs_compile: float | None = None
+    output_bytes: int | None = None  # verify: the most memory the candidate's outputs held (the hard floor's bytes)
     flags: list[str] | None = None  # any stage; merged, never replaced
     prebuild: list[ExtensionPrebuild] | None = None  # build mode
     prebuild_stopped: str | None = None  # build mode: why the module's code was not run to its end

@@ -52,6 +52,7 @@ class Worker:
         self.ref_trace, self.cand_trace = OpTrace(), OpTrace()  # PyTorch ops each side called (first trial)
         self.profiled: set[str] = set()  # GPU kernel names the profiled trial saw
         self.reference_tf32: dict | None = None  # the TF32 switches as the reference's first verify trial saw them
+        self.output_bytes = 0  # the most memory the candidate's outputs held in a trial (a broadcast view: ~none)
 
     # inputs -------------------------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list:

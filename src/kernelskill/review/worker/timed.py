@@ -119,7 +119,7 @@ def time_stage(w: Worker) -> None:
         timing.compiled_reference = comp
         timing.speedup_vs_compile = comp.mean_ms / cand.mean_ms
         update.update(compile_ms=comp.mean_ms, speedup_vs_compile=timing.speedup_vs_compile)
-    w.log.update(timing=timing, flags=sorted(w.flags), **update)
+    w.log.update(timing=timing, flags=sorted(w.flags), output_bytes=w.output_bytes, **update)
     if timing.speedup > w.settings.reverify_above:
         reverify(w, timing.speedup)
     w.log.end_stage()

@@ -94,7 +94,20 @@ def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool,
             raise w.log.reject("runtime:output-type", problem)
     if w.guards.clone_inputs and changed(inputs, cand_args):
         w.flags.add("candidate_mutates_inputs")
+    w.output_bytes = max(w.output_bytes, stored_bytes(cand_out, torch))
     return compare_outputs(ref_out, cand_out, w.settings.atol, w.settings.rtol, index, (STRICT_TOL, STRICT_TOL)), ref_out
+
+
+def stored_bytes(out, torch) -> int:
+    """The bytes the output tensors occupy: no more than their elements need (a slice of a larger buffer), and as
+    little as their storage holds (an expanded view of one value holds one element)."""
+    from kernelskill.review.compare import flatten_outputs
+
+    total = 0
+    for t in flatten_outputs(out):
+        if isinstance(t, torch.Tensor):
+            total += min(t.numel() * t.element_size(), t.untyped_storage().nbytes())
+    return total
 
 
 def verify(w: Worker) -> None:

@@ -354,8 +354,12 @@ def bench(
         raise typer.Exit(130) from None
     o = results.overall
     mean = "-" if o.speedup_mean is None else f"{o.speedup_mean:.3g}x"
-    console.print(f"[bold]{o.tasks} tasks: success {o.success:.1%}, mean speedup {mean} (tasks with a correct "
-                  f"kernel), fast_1 {o.fast_1:.1%}[/]")
+    median = "-" if o.speedup_median is None else f"{o.speedup_median:.3g}x"
+    console.print(f"[bold]{o.tasks} tasks: success {o.success:.1%}, mean speedup {mean}, median {median} (tasks with "
+                  f"a correct kernel), fast_1 {o.fast_1:.1%}[/]")
+    if o.noisy:
+        console.print(f"[yellow]{o.noisy} of {o.solved} correct kernels were timed noisily[/]: their speedups are "
+                      "marked noisy in results.json (timing_noisy) and the report", soft_wrap=True)
     run_dir = results.run.get("run_dir", "RUN_DIR")
     console.print(f"results: {run_dir}/results.json; report: kernelskill report {run_dir}", style="dim")
 

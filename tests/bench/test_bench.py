@@ -93,6 +93,10 @@ def test_bench_runs_tasks_concurrently_and_isolates_failures(server, tmp_path):
     for name in ("1_gelu_chain", "3_scaled_leaky_relu"):
         assert tasks[name]["success"] and tasks[name]["status"] == "finished"
         assert (out / tasks[name]["best_path"]).read_text() == team.tasks[name].seed
+        # the best kernel's own review beside the task's speedup: its median and spread, and a noise verdict
+        assert tasks[name]["best_speedup_median"] > 0 and tasks[name]["best_spread"] >= 0
+        assert (tasks[name]["timing_noisy"] is not None) == any(f.startswith("noisy_timing")
+                                                                for f in tasks[name]["flags"])
     expected = recompute(results["tasks"])
     overall = results["overall"]
     for key, value in expected.items():

@@ -28,8 +28,10 @@ class BenchDisplay(SpinnerDisplay):
         tokens = sum(r.tokens for r in results)
         costs = [r.cost_usd for r in results if r.cost_usd is not None]
         cost = f"${sum(costs):.2f}" if costs else "cost unknown"
+        noisy = sum(r.timing_noisy is not None for r in ok)
         return (f"tasks {len(results)}/{self.total} done, {len(self.running)} running; success {len(ok)}/"
-                f"{len(results) or 0}; mean speedup {mean}; {tokens} tokens; {cost}")
+                f"{len(results) or 0}; mean speedup {mean}" + (f" ({noisy} noisy)" if noisy else "")
+                + f"; {tokens} tokens; {cost}")
 
     def __call__(self, e: BenchEvent) -> None:
         if e.kind == "start":
@@ -45,6 +47,10 @@ class BenchDisplay(SpinnerDisplay):
                 what = f"[red]failed[/]: {escape((r.reason or '').splitlines()[0][:160] if r.reason else '')}"
             elif r.success:
                 what = f"[green]correct[/], {r.best_speedup:.3g}x" if r.best_speedup else "[green]correct[/]"
+                if r.best_speedup and r.best_speedup_median is not None:
+                    what += f" (median {r.best_speedup_median:.3g}x, spread ±{(r.best_spread or 0.0):.0%})"
+                if r.timing_noisy:
+                    what += f" [yellow]noisy: {escape(r.timing_noisy)}[/]"
             else:
                 last = next((h.reason for h in reversed(r.history) if h.reason), None)
                 what = "[yellow]no correct kernel[/]" + (f" (last: {escape(last)})" if last else "")

@@ -32,9 +32,9 @@ from kernelskill.report.trees import task_trees
 HTML_NAME = "report.html"
 SUMMARY_NAME = "summary.md"
 CSV_NAME = "tasks.csv"
-CSV_COLUMNS = ("name", "level", "index", "status", "success", "best_speedup", "speedup_vs_compile", "eager_ms",
-               "best_ms", "compile_ms", "sol_ms", "pct_of_sol", "rounds_run", "rounds_to_best", "tokens", "cost_usd", "flags", "reason",
-               "best_path")
+CSV_COLUMNS = ("name", "level", "index", "status", "success", "best_speedup", "best_speedup_median", "best_spread",
+               "timing_noisy", "speedup_vs_compile", "eager_ms", "best_ms", "compile_ms", "sol_ms", "pct_of_sol",
+               "rounds_run", "rounds_to_best", "tokens", "cost_usd", "flags", "reason", "best_path")
 
 
 def write_report(run_dir: Path, compare: Sequence[Path] = ()) -> list[Path]:

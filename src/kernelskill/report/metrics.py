@@ -64,6 +64,7 @@ class Metrics(BaseModel):
     tokens: int
     cost_usd: float | None  # the sum of the known costs; None when no task has a known cost
     rounds_to_best: float | None  # mean over the tasks with a correct kernel that record it
+    noisy: int = 0  # tasks with a correct kernel whose best kernel's timing was too noisy to trust (timing_noisy)
 
 
 def has_correct_kernel(task: TaskResult) -> bool:
@@ -89,6 +90,7 @@ def compute_metrics(tasks: Sequence[TaskResult]) -> Metrics:
         tokens=sum(t.tokens for t in tasks),
         cost_usd=sum(costs) if costs else None,
         rounds_to_best=_mean(to_best),
+        noisy=sum(t.timing_noisy is not None for t in solved),
     )
 
 

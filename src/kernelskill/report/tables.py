@@ -73,18 +73,19 @@ def _level_rows(results: BenchResults) -> list[tuple[str, Metrics]]:
 def summary_table(results: BenchResults) -> Table:
     """The paper's table (Success, Speedup, Fast_1 per level and overall) with the other figures beside it."""
     columns = ["Level", "Tasks", "Success", "Speedup", "Fast_1", "Geomean", "Median", "Speedup (all)",
-               *(f"fast_{p}" for p in FAST_P)]
+               *(f"fast_{p}" for p in FAST_P), "Noisy"]
     rows = [
         [label, fmt_int(m.tasks), fmt_pct(m.success), fmt_x(m.speedup_mean), fmt_pct(m.fast_1),
          fmt_x(m.speedup_geomean), fmt_x(m.speedup_median), fmt_x(m.speedup_mean_all),
-         *(fmt_pct(m.fast_p.get(p)) for p in FAST_P)]
+         *(fmt_pct(m.fast_p.get(p)) for p in FAST_P), fmt_int(m.noisy)]
         for label, m in _level_rows(results)
     ]
     return Table(
         "summary-table", "Results vs PyTorch eager", columns, rows,
         note="Success: share of tasks with a correct kernel. Speedup, Geomean, Median: over the tasks with a correct "
              "kernel (eager time / best kernel time). Speedup (all): over all tasks, a task without a correct kernel "
-             "counting 1.0. Fast_1 and fast_p: share of all tasks whose correct kernel reaches speedup >= p.",
+             "counting 1.0. Fast_1 and fast_p: share of all tasks whose correct kernel reaches speedup >= p. Noisy: "
+             "tasks whose best kernel's timing was too spread or skewed to trust (its speedup is marked noisy).",
     )
 
 
@@ -140,14 +141,17 @@ def ablation_table(runs: Sequence[tuple[str, BenchResults]]) -> Table:
 
 
 def task_columns(with_compile: bool) -> list[str]:
-    return ["Task", "Status", "Best speedup", *(["vs compile"] if with_compile else []), "Eager ms", "Best ms",
-            *(["Compile ms"] if with_compile else []), "% of floor", "Rounds", "Rounds to best", "Tokens", "Cost", "Flags"]
+    return ["Task", "Status", "Best speedup", "Median", "Spread", *(["vs compile"] if with_compile else []),
+            "Eager ms", "Best ms", *(["Compile ms"] if with_compile else []), "% of floor", "Rounds", "Rounds to best",
+            "Tokens", "Cost", "Flags"]
 
 
 def task_row(task: TaskResult, with_compile: bool) -> list[str]:
     compile_cells = [fmt_x(task.speedup_vs_compile)] if with_compile else []
-    return [task.name, task.status, fmt_x(task.best_speedup), *compile_cells, fmt_ms(task.eager_ms),
-            fmt_ms(task.best_ms), *([fmt_ms(task.compile_ms)] if with_compile else []),
+    best = fmt_x(task.best_speedup) + (" noisy" if task.timing_noisy and task.best_speedup is not None else "")
+    spread = NONE if task.best_spread is None else f"±{task.best_spread:.0%}"
+    return [task.name, task.status, best, fmt_x(task.best_speedup_median), spread, *compile_cells,
+            fmt_ms(task.eager_ms), fmt_ms(task.best_ms), *([fmt_ms(task.compile_ms)] if with_compile else []),
             NONE if task.pct_of_sol is None else f"{task.pct_of_sol:.3g}%", str(task.rounds_run),
             NONE if task.rounds_to_best is None else str(task.rounds_to_best), fmt_int(task.tokens),
             fmt_cost(task.cost_usd), ", ".join(task.flags)]

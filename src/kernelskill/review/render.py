@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kernelskill.review.results import Precision, ReviewResult
@@ -86,8 +87,10 @@ def print_review(result: ReviewResult, console: Console | None = None) -> None:
         table.add_row("candidate", f"{_ms(t.candidate.mean_ms)} mean, {_ms(t.candidate.median_ms)} median")
         if t.compiled_reference is not None:
             table.add_row("torch.compile", f"{_ms(t.compiled_reference.mean_ms)} mean")
-        table.add_row("speedup", f"[bold]{t.speedup:.2f}x[/] vs eager (median {t.speedup_median:.2f}x)"
-                      + (f", {t.speedup_vs_compile:.2f}x vs torch.compile" if t.speedup_vs_compile else ""))
+        noisy = f"; [yellow]noisy: {escape(t.noisy_reason or '')}[/], the speedup is not to be trusted" if t.noisy else ""
+        table.add_row("speedup", f"[bold]{t.speedup:.2f}x[/] vs eager (mean; median {t.speedup_median:.2f}x, "
+                      f"trimmed {(t.speedup_trimmed or t.speedup):.2f}x, spread ±{(t.spread or 0.0):.0%})"
+                      + (f", {t.speedup_vs_compile:.2f}x vs torch.compile" if t.speedup_vs_compile else "") + noisy)
         table.add_row("timing", t.method)
     if r.flags:
         table.add_row("flags", ", ".join(r.flags))

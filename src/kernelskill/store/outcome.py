@@ -93,6 +93,13 @@ class TaskOutcome(BaseModel):
     verdict: str | None = None
     best_speedup: float | None  # eager time / best kernel time; None without a correct kernel
     best_ms: float | None = None
+    # the best kernel's own review, which best_speedup (the task's eager time over best_ms) does not show: its median
+    # and trimmed speedups, its spread (the larger relative MAD of its two sides) and, when its samples were too
+    # noisy to trust, why (TimingResult.noisy_reason). None: not timed, or reviewed before these were recorded.
+    best_speedup_median: float | None = None
+    best_speedup_trimmed: float | None = None
+    best_spread: float | None = None
+    timing_noisy: str | None = None
     eager_ms: float | None = None  # the task's eager time: the median of every reference timing of its reviews
     sol_ms: float | None = None  # the problem's speed-of-light floor on its GPU (review/roofline.py), when known
     pct_of_sol: float | None = None  # that floor over the best kernel's median time, in percent
@@ -143,10 +150,13 @@ def summarize(store: RunStore, task_id: int, state: LoopResult, *, best_path: st
     strict, kernelbench = store.success_by_rules(task_id)
     llm = store.llm_totals(task_id)
     sol = (review.result.get("speed_of_light") or {}) if review is not None else {}
+    timing = (review.result.get("timing") if review else None) or {}
     return TaskOutcome(
         success=best is not None, success_strict=strict, success_kernelbench=kernelbench,
         verdict="correct" if best is not None else (history[-1].verdict if history else None),
         best_speedup=state.speedup_of(best), best_ms=best.ms if best else None, eager_ms=eager_ms,
+        best_speedup_median=timing.get("speedup_median"), best_speedup_trimmed=timing.get("speedup_trimmed"),
+        best_spread=timing.get("spread"), timing_noisy=timing.get("noisy_reason") if timing.get("noisy") else None,
         best_label=best.label if best else None, best_path=best_path, flags=list(review.flags) if review else [],
         rounds_run=state.round, rounds_to_best=rounds_to_best_of(history), llm_calls=llm["calls"],
         failed_llm_calls=llm["failed_calls"], tokens=llm["tokens"], cost_usd=known_cost(llm), seconds=seconds,

@@ -1,0 +1,159 @@
+"""The time stage's statistics and the Timer's guards, on made-up samples and fake callables: nothing here asserts
+on a measured duration."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelskill.review import timing
+from kernelskill.review.results import TimingResult, TimingStats
+from kernelskill.review.timing import MAX_GROUP, Timer, group_size, reset_persisting_l2, retime_if_noisy
+
+
+def tight(center: float, n: int = 100) -> list[float]:
+    """Samples within ±2% of `center`, spread evenly (deterministic)."""
+    return [center * (0.98 + 0.04 * (i % 11) / 10) for i in range(n)]
+
+
+def result(ref: list[float], cand: list[float]) -> TimingResult:
+    return TimingResult.of(TimingStats.from_samples(ref), TimingStats.from_samples(cand), clock="cpu_perf_counter",
+                           method="made up", warmup=0, iters=len(ref))
+
+
+def test_trimmed_statistics_ignore_a_few_huge_outliers():
+    clean = tight(0.02)
+    spiked = clean[:97] + [0.02 * 50] * 3  # 3 of 100 samples 50x slower (a descheduled host, a clock drop)
+    base, hit = result(tight(0.04), clean), result(tight(0.04), spiked)
+    stats = TimingStats.from_samples(spiked)
+    assert stats.dropped == 3 and TimingStats.from_samples(clean).dropped == 0
+    assert hit.speedup < 0.5 * base.speedup  # the mean is decided by the 3 samples
+    assert hit.speedup_trimmed == pytest.approx(base.speedup_trimmed, rel=0.02)
+    assert hit.speedup_median == pytest.approx(base.speedup_median, rel=0.02)
+    assert base.speedup_trimmed == pytest.approx(2.0, rel=0.02)
+
+
+def test_noisy_when_spread_or_skewed_not_when_tight():
+    quiet = result(tight(0.04), tight(0.02))
+    assert not quiet.noisy and quiet.noisy_reason is None and quiet.spread < 0.05
+    bimodal = result(tight(0.04), [0.02 if i % 2 else 0.04 for i in range(100)])
+    assert bimodal.noisy and "candidate relative MAD" in bimodal.noisy_reason
+    assert bimodal.spread > TimingResult.MAX_REL_MAD
+    spiked = result(tight(0.04), tight(0.02)[:97] + [1.0] * 3)  # tight around its median, the mean 2.5x off it
+    assert spiked.noisy and "candidate mean" in spiked.noisy_reason and "off its median" in spiked.noisy_reason
+    assert TimingResult.noise({"r": TimingStats.from_samples(tight(1.0))}) < 1
+
+
+def test_old_timing_results_still_load():
+    old = {"clock": "cuda_events", "method": "m", "warmup": 1, "iters": 1, "speedup": 2.0, "speedup_median": 2.0,
+           **{side: {"samples_ms": [1.0], "mean_ms": 1.0, "median_ms": 1.0, "std_ms": 0.0, "min_ms": 1.0,
+                     "max_ms": 1.0} for side in ("reference", "candidate")}}
+    t = TimingResult.model_validate(old)
+    assert not t.noisy and t.group == 1 and not t.retimed and t.speedup == 2.0
+
+
+def noise(samples: list[float]) -> float:
+    return TimingResult.noise({"candidate": TimingStats.from_samples(samples)})
+
+
+def test_retime_once_when_noisy_and_keep_the_quieter():
+    calls = []
+
+    def again(samples):
+        def run():
+            calls.append(1)
+            return samples
+        return run
+
+    noisy, quiet = [0.02 if i % 2 else 0.04 for i in range(100)], tight(0.02)
+    kept, retimed = retime_if_noisy(noisy, noise, again(quiet), loop_s=1.0)
+    assert (kept, retimed, len(calls)) == (quiet, True, 1)
+    kept, retimed = retime_if_noisy(noisy, noise, again(noisy + [1.0] * 10), loop_s=1.0)  # the second is worse
+    assert (kept, retimed, len(calls)) == (noisy, True, 2)
+    kept, retimed = retime_if_noisy(quiet, noise, again(quiet), loop_s=1.0)
+    assert (kept, retimed, len(calls)) == (quiet, False, 2)
+    # two loops of 20 s would pass the 30 s timing budget: no second loop
+    kept, retimed = retime_if_noisy(noisy, noise, again(quiet), loop_s=20.0, budget_s=30.0)
+    assert (kept, retimed, len(calls)) == (noisy, False, 2)
+
+
+def test_group_size():
+    assert group_size(50e-6) == 1 and group_size(1e-3) == 1
+    assert group_size(10e-6) == 5  # a group of 50 µs
+    assert group_size(12e-6) == 5  # rounded up: at least the threshold
+    assert group_size(0.5e-6) == MAX_GROUP and group_size(0.0) == MAX_GROUP
+    assert group_size(10e-6, threshold_s=100e-6, max_group=4) == 4
+
+
+def sets() -> list[list]:
+    return [[torch.full((4,), float(i))] for i in range(3)]
+
+
+def test_timer_groups_calls_on_their_own_rotated_buffers():
+    seen = []
+
+    def fn(x):
+        seen.append((x.data_ptr(), float(x[0])))
+        return x + 1
+
+    timer = Timer(torch.device("cpu"))
+    samples, _, kept = timer.run({"f": fn}, sets(), warmup=2, iters=4, block=2, keep_last=2, group=3)
+    assert len(samples["f"]) == 4 and timer.info.group == 3 and timer.info.iters == 4
+    timed = seen[2:]
+    assert len(timed) == 12
+    for g in range(4):
+        group = timed[3 * g:3 * g + 3]
+        assert len({ptr for ptr, _ in group}) == 3  # each call of a group on its own buffer
+    assert [v for _, v in timed] == [float(i % 3) for i in range(12)]  # inputs still rotated call by call
+    assert [k for k, _ in kept["f"]] == [(3 * g + 2) % 3 for g in (2, 3)]  # the last call of each kept group
+    assert all(torch.equal(out, sets()[k][0] + 1) for k, out in kept["f"])
+
+
+def test_timer_on_cpu_times_single_calls_by_default():
+    timer = Timer(torch.device("cpu"), small_call_s=10.0)  # every CPU call is "small": still no grouping
+    samples, _, _ = timer.run({"f": lambda x: x + 1}, sets(), warmup=3, iters=5)
+    assert timer.info.group == 1 and len(samples["f"]) == 5
+    assert timer.l2_reset is None  # the persisting-L2 reset is CUDA's alone
+
+
+def test_persisting_l2_reset_runs_after_the_warmup_before_the_samples():
+    events = []
+    timer = Timer(torch.device("cpu"), l2_reset=lambda: events.append("reset"))
+    fns = {"reference": lambda x: events.append("reference"), "candidate": lambda x: events.append("candidate")}
+    timer.run(fns, sets(), warmup=2, iters=3)
+    assert events[:5] == ["reference"] * 2 + ["candidate"] * 2 + ["reset"]
+    assert events.count("reset") == 1 and len(events) == 5 + 6
+    assert timer.info.l2_reset_error is None
+
+
+def test_a_failing_persisting_l2_reset_is_recorded_not_raised():
+    def fail():
+        raise RuntimeError("cudaDeviceSetLimit returned CUDA error 1")
+
+    timer = Timer(torch.device("cpu"), l2_reset=fail)
+    samples, _, _ = timer.run({"f": lambda x: x}, sets(), warmup=1, iters=3)
+    assert len(samples["f"]) == 3
+    assert timer.info.l2_reset_error == "RuntimeError: cudaDeviceSetLimit returned CUDA error 1"
+
+
+class FakeRuntime:
+    def __init__(self, codes: dict[str, int]):
+        self.codes, self.calls = codes, []
+
+    def cudaCtxResetPersistingL2Cache(self):
+        self.calls.append(("reset",))
+        return self.codes.get("reset", 0)
+
+    def cudaDeviceSetLimit(self, limit, value):
+        self.calls.append(("limit", limit, value))
+        return self.codes.get("limit", 0)
+
+
+def test_reset_persisting_l2_resets_and_zeroes_the_limit(monkeypatch):
+    rt = FakeRuntime({})
+    monkeypatch.setattr(timing, "_cudart", lambda: rt)
+    reset_persisting_l2()
+    assert rt.calls == [("reset",), ("limit", 0x06, 0)]
+    monkeypatch.setattr(timing, "_cudart", lambda: FakeRuntime({"limit": 1}))
+    with pytest.raises(RuntimeError, match="cudaDeviceSetLimit returned CUDA error 1"):
+        reset_persisting_l2()

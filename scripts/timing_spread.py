@@ -1,0 +1,182 @@
+"""How much does a review's speedup move between reviews of the same kernel? Both timing protocols, side by side in
+one run, on a quiet machine and with all but two CPU cores busy (issue: honest figures on every task).
+
+    python scripts/timing_spread.py --run RUN_DIR --out OUT [--tasks 30] [--repeats 3] [--budget 540]
+    python scripts/timing_spread.py --pair PROBLEM.py:CANDIDATE.py ... --device cpu --out OUT   # a smoke run
+
+RUN_DIR is a finished `bench` run (scripts/corpus_bench.py): its correct tasks' best kernels are reviewed again. The
+tasks: the 10 level-1 tasks with the smallest eager times, then the rest spread evenly in log(eager time) between
+the smallest and `--max-ms` (50 ms), `--tasks` in all. Each task is reviewed `--repeats` times per protocol
+(`timing_protocol`: single = one call per event pair and one loop, the protocol before; robust = calls under 50 us
+in groups, a noisy loop timed again) and per condition (quiet; busy: os.cpu_count() - 2 processes spinning), the two
+protocols interleaved. The figure compared is the one each protocol reports: the mean speedup (single) and the
+trimmed mean (robust), with the median beside it.
+
+Every review is appended to OUT/timing_spread.jsonl as it ends and skipped when the script is run again, so a run
+split across several GPU leases adds up; --budget stops it cleanly. At the end (or with --table-only) it prints,
+per task: the eager time, the spread max/min of each protocol quiet and busy, the robust protocol's noisy reviews,
+the precision and speed-of-light columns of the last review, and how many tasks meet 1.05 (1.02 above 1 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+PROTOCOLS = ("single", "robust")
+CONDITIONS = ("quiet", "busy")
+
+
+def pick_tasks(run: Path, count: int, max_ms: float = 50.0) -> list[dict]:
+    """(name, problem, kernel, eager_ms) of `count` correct tasks up to `max_ms` of eager time: the 10 fastest of
+    level 1, then log-spaced."""
+    results = json.loads((run / "results.json").read_text())
+    done = [t for t in results["tasks"] if t.get("success") and t.get("best_path") and t.get("eager_ms")
+            and t["eager_ms"] <= max_ms]
+    done.sort(key=lambda t: t["eager_ms"])
+    chosen = [t for t in done if t["level"] == "1"][:10]
+    rest = [t for t in done if t not in chosen]
+    if rest and count > len(chosen):
+        lo, hi = math.log(rest[0]["eager_ms"]), math.log(rest[-1]["eager_ms"])
+        for i in range(count - len(chosen)):
+            target = lo + (hi - lo) * i / max(1, count - len(chosen) - 1)
+            best = min((t for t in rest if t not in chosen), key=lambda t: abs(math.log(t["eager_ms"]) - target),
+                       default=None)
+            if best is not None:
+                chosen.append(best)
+    return [{"task": f"L{t['level']}/{t['name']}", "problem": t["problem"], "kernel": str(run / t["best_path"]),
+             "eager_ms": t["eager_ms"]} for t in sorted(chosen, key=lambda t: t["eager_ms"])]
+
+
+class Busy:
+    """All but two cores spinning, as during a bench (builds beside the timing)."""
+
+    def __init__(self, on: bool) -> None:
+        n = max(0, (os.cpu_count() or 2) - 2) if on else 0
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+
+
+def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
+    from kernelskill.candidate import read_candidate
+    from kernelskill.review.reviewer import review
+    from kernelskill.settings import ReviewSettings
+
+    settings = ReviewSettings(device=device, rules="kernelbench", timing_protocol=protocol,
+                              **({"warmup": 2, "iters": 20} if device == "cpu" else {}))
+    r = review(task["problem"], read_candidate(Path(task["kernel"])), settings, log_dir=log_dir)
+    t, sol, prec = r.timing, r.speed_of_light, r.precision
+    return {"correct": r.correct, "error": (r.error or "")[:200],
+            "speedup": t.speedup if t else None, "speedup_median": t.speedup_median if t else None,
+            "speedup_trimmed": getattr(t, "speedup_trimmed", None) if t else None,
+            "noisy": getattr(t, "noisy_reason", None) if t and getattr(t, "noisy", False) else None,
+            "group": getattr(t, "group", None) if t else None, "ref_us": t.reference.median_ms * 1e3 if t else None,
+            "strict_ok": prec.strict_tolerance_ok if prec else None,
+            "reduced_precision": bool(prec and prec.reduced_precision),
+            "sol_ms": sol.sol_ms if sol else None, "pct_of_sol": sol.pct_of_sol if sol else None}
+
+
+def reported(row: dict) -> float | None:
+    return row["speedup_trimmed"] if row["protocol"] == "robust" else row["speedup"]
+
+
+def table(rows: list[dict], tasks: list[dict]) -> None:
+    def spread(task: str, protocol: str, condition: str) -> float | None:
+        xs = [reported(r) for r in rows if (r["task"], r["protocol"], r["condition"]) == (task, protocol, condition)
+              and reported(r)]
+        return max(xs) / min(xs) if len(xs) >= 2 else None
+
+    cols = [f"{p} {c}" for p in PROTOCOLS for c in CONDITIONS]
+    print(f"{'task':44s} {'eager us':>9s} " + " ".join(f"{c:>13s}" for c in cols)
+          + f" {'noisy':>5s} {'strict':>6s} {'%floor':>7s}")
+    met = {p: [0, 0] for p in PROTOCOLS}
+    for t in tasks:
+        mine = [r for r in rows if r["task"] == t["task"]]
+        if not mine:
+            continue
+        cells = [spread(t["task"], p, c) for p in PROTOCOLS for c in CONDITIONS]
+        last = mine[-1]
+        noisy = sum(1 for r in mine if r["protocol"] == "robust" and r["noisy"])
+        print(f"{t['task'][:44]:44s} {t['eager_ms'] * 1e3:9.1f} "
+              + " ".join(f"{x:13.3f}" if x else f"{'-':>13s}" for x in cells)
+              + f" {noisy:5d} {str(last['strict_ok'])[:6]:>6s} "
+              + (f"{last['pct_of_sol']:7.2f}" if last.get("pct_of_sol") else f"{'-':>7s}"))
+        limit = 1.02 if t["eager_ms"] > 1 else 1.05
+        for i, p in enumerate(PROTOCOLS):
+            pair = [x for x in cells[2 * i:2 * i + 2] if x]
+            if pair:
+                met[p][1] += 1
+                met[p][0] += all(x <= limit for x in pair)
+    for p, (ok, n) in met.items():
+        print(f"{p}: {ok} of {n} tasks within 1.05 (1.02 above 1 ms), quiet and busy")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", type=Path)
+    ap.add_argument("--pair", action="append", default=[], help="PROBLEM.py:CANDIDATE.py, instead of --run")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--tasks", type=int, default=30)
+    ap.add_argument("--max-ms", type=float, default=50.0, help="the slowest eager time a chosen task may have")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--budget", type=float, default=540.0, help="seconds; the rest is left for the next run")
+    ap.add_argument("--table-only", action="store_true")
+    args = ap.parse_args()
+    if args.run:
+        tasks = pick_tasks(args.run, args.tasks, args.max_ms)
+    else:
+        tasks = [{"task": Path(c).stem, "problem": p, "kernel": c, "eager_ms": 0.0}
+                 for p, c in (x.split(":", 1) for x in args.pair)]
+    if not tasks:
+        sys.exit("no tasks: give --run RUN_DIR (a finished bench run) or --pair PROBLEM:CANDIDATE")
+    args.out.mkdir(parents=True, exist_ok=True)
+    jsonl = args.out / "timing_spread.jsonl"
+    rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()] if jsonl.exists() else []
+    done = {(r["task"], r["condition"], r["protocol"], r["repeat"]) for r in rows}
+    deadline = time.monotonic() + args.budget
+    stopped = False
+    for condition in CONDITIONS if not args.table_only else ():
+        with Busy(condition == "busy"):
+            for t in tasks:
+                for repeat in range(args.repeats):
+                    for protocol in PROTOCOLS:
+                        key = (t["task"], condition, protocol, repeat)
+                        if key in done:
+                            continue
+                        if time.monotonic() > deadline:
+                            stopped = True
+                            break
+                        row = {"task": t["task"], "condition": condition, "protocol": protocol, "repeat": repeat,
+                               **one_review(t, protocol, args.device, args.out / "logs" / condition)}
+                        rows.append(row)
+                        with jsonl.open("a") as f:
+                            f.write(json.dumps(row) + "\n")
+                        print(f"{condition} {protocol} {t['task']} #{repeat}: "
+                              f"{reported(row) or float('nan'):.3f}x" + (f" noisy ({row['noisy']})" if row["noisy"]
+                                                                         else ""), flush=True)
+    if stopped:
+        print(f"budget of {args.budget:.0f} s spent: run again with the same --out to go on", flush=True)
+    table(rows, tasks)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -157,3 +157,13 @@ def test_reset_persisting_l2_resets_and_zeroes_the_limit(monkeypatch):
     monkeypatch.setattr(timing, "_cudart", lambda: FakeRuntime({"limit": 1}))
     with pytest.raises(RuntimeError, match="cudaDeviceSetLimit returned CUDA error 1"):
         reset_persisting_l2()
+
+
+def test_the_single_protocol_times_one_call_per_sample_and_never_retimes():
+    # timing_protocol="single" keeps the protocol before grouping and re-timing, to compare the two side by side
+    group, budget = timing.protocol_limits("single")
+    assert group == 1
+    noisy = {"x": [1.0, 9.0] * 10}
+    kept, retimed = retime_if_noisy(noisy, lambda s: 2.0, lambda: {"x": [1.0] * 20}, loop_s=0.1, budget_s=budget)
+    assert kept is noisy and not retimed
+    assert timing.protocol_limits("robust") == (None, timing.TIMING_BUDGET_S)

@@ -230,6 +230,12 @@ class Timer:
         return samples, synced, kept
 
 
+def protocol_limits(protocol: str) -> tuple[int | None, float]:
+    """(calls per sample, seconds a re-time may use) of a timing protocol: robust lets the Timer choose the group
+    and re-times a noisy loop within TIMING_BUDGET_S; single times one call per sample, once."""
+    return (None, TIMING_BUDGET_S) if protocol == "robust" else (1, 0.0)
+
+
 def retime_if_noisy(first: T, noise: Callable[[T], float], again: Callable[[], T], loop_s: float,
                     budget_s: float = TIMING_BUDGET_S) -> tuple[T, bool]:
     """`first`, or a second timed loop (`again`) when `first` is noisy (noise() > 1) and both loops fit in

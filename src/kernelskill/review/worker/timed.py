@@ -21,7 +21,8 @@ def time_stage(w: Worker) -> None:
     w.log.stage("time")
     from kernelskill.review.compare import compare_outputs
     from kernelskill.review.results import TimingStats
-    from kernelskill.review.timing import SMALL_CALL_S, TIMING_BUDGET_S, Timer, hidden_work, retime_if_noisy
+    from kernelskill.review.timing import (SMALL_CALL_S, TIMING_BUDGET_S, Timer, hidden_work, protocol_limits,
+                                           retime_if_noisy)
 
     torch = w.torch
     seeds = w.req.seeds
@@ -52,12 +53,12 @@ def time_stage(w: Worker) -> None:
                 return compiled(*args)
 
         fns["compiled_reference"] = run_compiled
-    single = w.settings.timing_protocol == "single"
+    group, retime_budget = protocol_limits(w.settings.timing_protocol)
     timer = Timer(w.device, device_sync=w.guards.device_sync, poison=lambda: poison(w), after_call=after_call)
     with _cuda_errors(w):
         samples, synced, kept = timer.run(fns, sets, warmup, iters,
                                           keep_last=len(sets) if w.guards.timed_outputs else 0,
-                                          group=1 if single else None)
+                                          group=group)
     first = timer.info
     hidden = w.guards.device_sync and device == "cuda" and hidden_work(
         samples["candidate"], synced["candidate"], samples["reference"], synced["reference"])
@@ -93,7 +94,7 @@ def time_stage(w: Worker) -> None:
     with _cuda_errors(w):
         loop, retimed = retime_if_noisy(
             samples, noise, lambda: timer.run(fns, sets, 0, first.iters, budget_s=None, group=first.group)[
-                1 if hidden else 0], first.loop_s, budget_s=0 if single else TIMING_BUDGET_S)
+                1 if hidden else 0], first.loop_s, budget_s=retime_budget)
     if retimed:
         w.candidate.check_integrity()
     l2_errors = sorted({i.l2_reset_error for i in (first, timer.info) if i.l2_reset_error})

@@ -1,4 +1,4 @@
-"""The problem's speed of light (roofline.py, problem_work.py) and how it sets the headroom tier (issue 16)."""
+"""The problem's speed of light (review/roofline.py, review/work.py) and how it sets the headroom tier (issue 16)."""
 
 from __future__ import annotations
 

@@ -32,10 +32,11 @@ from kernelskill.loop.context import Event, TaskContext
 from kernelskill.loop.feedback import decision_brief, failed_feedback, reason_of, review_feedback, verdict_of
 from kernelskill.loop.state import KernelRef, LoopState, promotion
 from kernelskill.memory.codeview import build_view
-from kernelskill.memory.evidence import Evidence, ProblemWork
+from kernelskill.memory.evidence import Evidence
 from kernelskill.memory.features import extract_features
 from kernelskill.memory.policy import decide
-from kernelskill.review.work import measure_problem_work
+from kernelskill.problem import read_problem
+from kernelskill.review.sol import problem_work
 from kernelskill.store import safe_name
 from kernelskill.store.outcome import NO_CANDIDATE, RoundRecord, repair_rank
 
@@ -61,7 +62,6 @@ class TaskRunner:
         self.ctx = ctx
         self.state = LoopState()
         self._evidence: dict[str, Evidence] = {}  # base source sha -> profile evidence (not persisted: re-profiled)
-        self._work: ProblemWork | None = None  # the problem's FLOPs and bytes: its speed-of-light floor
         self._history_lock = threading.Lock()
 
     # ---- entry ---------------------------------------------------------------------------------------------------
@@ -355,9 +355,8 @@ class TaskRunner:
         else:
             evidence = evidence.model_copy(update={"code_features": features})
         if ctx.task.device == "cuda":  # the floor needs a GPU's peaks; the base's measured time sets the distance
-            if self._work is None:
-                self._work = measure_problem_work(ctx.problem_path)
-            evidence.problem = self._work.model_copy(update={"gpu": ctx.task.device_name, "forward_ms": base.ms})
+            work = problem_work(read_problem(ctx.problem_path))  # counted once per problem, reviews share it
+            evidence.problem = work.model_copy(update={"gpu": ctx.task.device_name, "forward_ms": base.ms})
         decision = decide(kb, evidence)
         methods = [m for m in kb.methods if m.cues.applicable(ctx.task.backend)]
         applicable = {m.id for m in methods}

@@ -54,6 +54,9 @@ ALLOWED_PREFIXES = (
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/opt", "/proc", "/sys")
 ETC_READ = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd", "/etc/group",
             "/etc/nsswitch.conf", "/etc/localtime", "/etc/timezone", "/etc/os-release", "/etc/alternatives")
+# The build and JIT caches a sandboxed process may write (set by `environment`, see _caches).
+CACHE_VARS = ("KERNELSKILL_CACHE", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH",
+              "TORCHINDUCTOR_CACHE_DIR")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
@@ -392,8 +395,7 @@ def _filesystem_rules(ruleset: osl.Landlock, spec: dict) -> None:
     # H200, cuInit fails with 304 "OS call failed"); writing with fopen(..., "w") also needs the truncate right
     ruleset.allow(f"/proc/{os.getpid()}", osl.FS_WRITE_FILE | osl.FS_TRUNCATE)
     writable = [os.environ.get(SCRATCH_VAR), "/dev/shm", *spec.get("write", [])]
-    writable += [os.environ.get(v) for v in ("KERNELSKILL_CACHE", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR",
-                                             "CUDA_CACHE_PATH", "TORCHINDUCTOR_CACHE_DIR")]
+    writable += [os.environ.get(v) for v in CACHE_VARS]
     if spec.get("mode") == "ncu-target":
         writable.append("/tmp")  # ncu's injected code keeps its own files there, whatever TMPDIR says
     for path in filter(None, writable):

@@ -10,15 +10,14 @@ import os
 import sys
 
 from kernelskill.review import confine_os as osl
-from kernelskill.review.confine import SCRATCH_VAR, SPEC_VAR, python_roots
+from kernelskill.review.confine import CACHE_VARS, SCRATCH_VAR, SPEC_VAR, python_roots
 
 
 def _ncu_keep(spec: dict) -> list[str]:
     """What the profiled program needs under /tmp: its inputs and work folder, its scratch, caches and Python."""
     env = os.environ
     return [*spec.get("read", []), *spec.get("write", []), *python_roots(),
-            *(env.get(v, "") for v in (SCRATCH_VAR, "HOME", "TMPDIR", "KERNELSKILL_CACHE", "TORCH_EXTENSIONS_DIR",
-                                       "TRITON_CACHE_DIR", "CUDA_CACHE_PATH", "TORCHINDUCTOR_CACHE_DIR"))]
+            *(env.get(v, "") for v in (SCRATCH_VAR, "HOME", "TMPDIR", *CACHE_VARS))]
 
 
 def exec_for_ncu(argv: list[str]) -> None:

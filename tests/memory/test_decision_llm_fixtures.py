@@ -1,0 +1,54 @@
+"""The real LLM-written KernelBench kernels of the decision benchmark (tests/data/decision/llm) are complete,
+cite their public source, and carry expert labels drawn only from the knowledge base's methods."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernelskill.memory.knowledge import load_knowledge
+
+LLM_DIR = Path(__file__).resolve().parents[1] / "data" / "decision" / "llm"
+KERNELS = sorted(p for p in LLM_DIR.iterdir() if p.is_dir())
+SOURCE = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}:\S")
+
+
+def _defines(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+
+
+def test_enough_kernels_from_several_models():
+    assert len(KERNELS) >= 26
+    models = {yaml.safe_load((d / "labels.yaml").read_text())["model"] for d in KERNELS}
+    assert len(models) >= 5
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda p: p.name)
+def test_kernel_folder_is_complete(kernel):
+    assert {"problem.py", "candidate.py", "labels.yaml"} <= {p.name for p in kernel.iterdir()}
+    assert {"Model", "get_inputs", "get_init_inputs"} <= _defines(kernel / "problem.py")
+    assert "ModelNew" in _defines(kernel / "candidate.py")
+    source = (kernel / "candidate.py").read_text(encoding="utf-8")
+    assert "load_inline" in source or "triton.jit" in source  # it launches kernels of its own
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda p: p.name)
+def test_labels_use_known_methods_and_cite_a_commit(kernel):
+    known = {m.id for m in load_knowledge().methods}
+    labels = yaml.safe_load((kernel / "labels.yaml").read_text(encoding="utf-8"))
+    assert 1 <= len(labels["expert"]) <= 3 and set(labels["expert"]) <= known, labels["expert"]
+    assert len(set(labels["expert"])) == len(labels["expert"])
+    assert labels["why"].strip() and labels["description"].strip()
+    assert SOURCE.match(labels["source"]), labels["source"]
+    assert SOURCE.match(labels["problem_source"]), labels["problem_source"]
+
+
+def test_readme_lists_every_kernel():
+    readme = (LLM_DIR / "README.md").read_text(encoding="utf-8")
+    for kernel in KERNELS:
+        assert f"`{kernel.name}`" in readme, kernel.name

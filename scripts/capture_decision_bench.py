@@ -45,7 +45,7 @@ from decision_bench_cases import CASES  # noqa: E402
 DEFAULT_BUDGET_S = 470.0  # under 8 minutes, phases 1 and 2 together
 MIN_CASE_S = 25.0  # a case needs at least this much budget left to be started
 # ncu launches profiled per LLM-written kernel: ~2.5 s each under --set full; the profiler still sees every launch
-LLM_LAUNCHES = 6
+LLM_LAUNCHES = 4
 
 
 @dataclass

@@ -96,3 +96,17 @@ def test_a_stateful_reference_holds_the_candidate_to_its_own_timed_outputs(tmp_p
                         tmp_path, rules="kernelbench", reverify_above=1e9)
     assert result.correct, result.error
     assert any(f.startswith("stateful_reference") for f in result.flags), result.flags
+
+
+def test_under_kernelbench_rules_a_candidate_cannot_read_its_own_source_back(tmp_path):
+    """KernelBench's harness execs a CUDA or plain-PyTorch candidate from its text, so torch.jit.script (which reads
+    the source back) fails there and CUDA-L1's level-1 BatchNorm falls back to working code; run from its file, the
+    scripted function is called with a float for a Tensor and raises. --rules kernelbench gives KernelBench's
+    verdict; strict runs it from its file (and rejects the fallback anyway)."""
+    kernelbench = run_review(P01, "rules/p01_reads_own_source.py", tmp_path / "kb", rules="kernelbench", timing=False)
+    assert kernelbench.correct, kernelbench.error
+    assert "static:try-fallback" in kernelbench.flags
+
+    strict = run_review(P01, "rules/p01_reads_own_source.py", tmp_path / "strict", timing=False)
+    assert not strict.correct and strict.error_kind == "runtime_error"
+    assert "Unable to cast 2.0 to Tensor" in strict.error

@@ -111,13 +111,24 @@ def _base(problem: Problem, candidate: Candidate, settings: ReviewSettings, devi
                 precision=Precision(compute_dtypes=compute_dtypes(candidate.source)))  # read here, not in the worker
 
 
+def source_unreadable(settings: ReviewSettings, backend: str) -> bool:
+    """Under --rules kernelbench a CUDA or plain-PyTorch candidate is run from its source text, as KernelBench's
+    harness `exec`s it: code that reads its own source back (torch.jit.script, inspect) fails as it fails there.
+    Triton reads kernel sources through inspect, and KernelBench writes Triton candidates to a file: those keep
+    theirs."""
+    return settings.rules == "kernelbench" and backend != "triton"
+
+
 def _request(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str,
              **build) -> ReviewRequest:
     """The worker's request; `build` (mode="build", arch=...) makes it a prebuild's."""
+    unreadable = source_unreadable(settings, backend)
     return ReviewRequest(
         problem_path=str(problem.path),
         problem_source=problem.source,
-        candidate_path=candidate.filename if candidate.path else None,
+        # a name in angle brackets names no file: tracebacks still say which candidate, inspect finds nothing
+        candidate_path=(f"<{candidate.filename}>" if unreadable else candidate.filename) if candidate.path else None,
+        source_unreadable=unreadable,
         candidate_source=candidate.source,
         kernel_names=list(candidate.kernel_names),
         backend=backend,

@@ -44,6 +44,9 @@ class ReviewRequest(_Wire):
     problem_path: str
     problem_source: str  # the worker does not read the problem file again (the sandbox keeps it closed)
     candidate_path: str | None  # the candidate's file name, None for a candidate given as source only
+    # the candidate runs from its source text alone: no file and no linecache entry behind it, so inspect and
+    # TorchScript cannot read it back (how KernelBench's harness execs a CUDA candidate; --rules kernelbench)
+    source_unreadable: bool = False
     candidate_source: str
     kernel_names: list[str]  # kernels the candidate defines, to find them among the profiler's kernels
     backend: str  # "triton", "cuda" or "none" (the candidate's, unless the settings name one)

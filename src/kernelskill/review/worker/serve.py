@@ -67,8 +67,9 @@ def serve(channel: Channel, session: Session, request: ReviewRequest, fds=None, 
     else:
         _log_to(request.log_path)
     print(f"[kernelskill] sandbox: {confine.describe(sandbox or {})}", file=sys.stderr, flush=True)
-    confine.remember_sources([(str(Path(request.problem_path)), request.problem_source),
-                              (request.candidate_path or "<candidate>", request.candidate_source)])
+    confine.remember_sources([(str(Path(request.problem_path)), request.problem_source)]
+                             + ([] if request.source_unreadable else
+                                [(request.candidate_path or "<candidate>", request.candidate_source)]))
     worker = Worker(request, channel, session)
     kind = None
     try:

@@ -611,7 +611,7 @@ WMMA_GEMM_K = """
 using namespace nvcuda;
 __global__ void matmul_half_wmma(const __half* A, const __half* B, __half* C, int n) {
     // 4 warps per block, a 32x32 tile of C; each warp multiplies one 16x16 tile on the tensor cores (FP32 accumulate)
-    __shared__ float out[4][16 * 16];
+    __shared__ __align__(32) float out[4][16 * 16];  // wmma stores need 256-bit alignment
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int row = blockIdx.y * 32 + (warp >> 1) * 16, col = blockIdx.x * 32 + (warp & 1) * 16;
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;

@@ -15,9 +15,10 @@ Phases (the whole run has a --budget, default 300 s; what would not fit is skipp
      after against the reference (allclose, atol = rtol = 1e-2), time them side by side (CUDA events, interleaved
      samples, L2 flushed before each, median of --samples) and record a few forwards with the PyTorch profiler
      (launches per forward, GPU busy time);
-  3. GPU, ncu per variant: `ncu --metrics <only the raw metrics the expected fields need> --clock-control none
-     --profile-from-start off` on one warm forward (this script's `_ncu_target` mode), exported as the raw CSV.
-     All launches of the forward are merged into one record - counters summed, the rest time-weighted, as
+  3. GPU, one ncu run per case: `ncu --metrics <only the raw metrics the expected fields need> --clock-control none
+     --profile-from-start off` around one warm forward of each variant (this script's `_ncu_target` mode; a
+     torch.cuda._sleep marker kernel between the two splits the report), exported as the raw CSV. All launches of a
+     variant's forward are merged into one record - counters summed, the rest time-weighted, as
      kernelskill.memory.ncu combines the launches of one kernel - and the fields are derived by the decision
      policy's own code (kernelskill.memory.policy.decide over that evidence).
 
@@ -56,10 +57,11 @@ SAME_REL = 0.05  # |after - before| within 5 % of the larger: "same"
 SAME_ABS_PCT = 0.5  # ... or within half a percentage point for percent fields
 FASTER = 1.05  # a speedup counts from here
 DEFAULT_BUDGET_S = 300.0
-NCU_CASE_S = 25.0  # a case's two ncu runs need about this much budget
+NCU_CASE_S = 15.0  # a case's ncu run (both variants) needs about this much budget
 VARIANTS = ("before", "after")
 REPO = Path(__file__).resolve().parent.parent
 MERGED = "forward (all launches)"
+MARKER = "spin_kernel"  # torch.cuda._sleep's kernel: separates the two variants' launches in one ncu report
 
 
 @dataclass
@@ -86,7 +88,7 @@ class Result:
     speedup: float | None = None
     fields: list[FieldCheck] = field(default_factory=list)
     metrics: list[str] = field(default_factory=list)  # raw ncu metrics requested
-    ncu: dict[str, dict] = field(default_factory=dict)  # variant -> status, kernels, seconds
+    ncu: dict[str, object] = field(default_factory=dict)  # status, seconds, each variant's kernels
     profiler: dict[str, dict] = field(default_factory=dict)  # variant -> ProfilerSummary as a dict
     verdict: str = ""
     notes: list[str] = field(default_factory=list)
@@ -321,21 +323,54 @@ def profiler_summary(fn, inputs, forward_us: float, forwards: int = 5):
     return ProfilerSummary(forwards=forwards, forward_time_us=forward_us, kernels=_kernels(prof))
 
 
-def ncu_target(case_dir: Path, variant: str) -> int:
-    """Run under ncu: warm forwards outside the profiled range, then exactly one forward inside it."""
+def ncu_target(case_dir: Path) -> int:
+    """Run under ncu: warm forwards outside the profiled range, then one forward of each variant inside it, with a
+    marker kernel (torch.cuda._sleep's spin_kernel) between them, so the report splits into before and after."""
     import torch
 
-    _, models, inputs = build_models(case_dir, (variant,), "cuda")
-    model = models[variant]
+    _, models, inputs = build_models(case_dir, VARIANTS, "cuda")
     with torch.no_grad():
-        for _ in range(3):
-            model(*inputs)
+        for v in VARIANTS:
+            for _ in range(3):
+                models[v](*inputs)
         torch.cuda.synchronize()
         torch.cuda.cudart().cudaProfilerStart()
-        model(*inputs)
-        torch.cuda.synchronize()
+        for i, v in enumerate(VARIANTS):
+            if i:
+                torch.cuda._sleep(1000)
+                torch.cuda.synchronize()
+            models[v](*inputs)
+            torch.cuda.synchronize()
         torch.cuda.cudart().cudaProfilerStop()
     return 0
+
+
+def split_variants(csv_text: str) -> dict[str, str] | None:
+    """The raw CSV of both forwards -> one CSV per variant (launches in ID order, split at the marker kernel)."""
+    lines = csv_text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"') or line.startswith("ID,")), None)
+    if start is None:
+        return None
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header = rows[0]
+    col = next((header.index(c) for c in ("Kernel Name", "Function Name") if c in header), None)
+    if col is None:
+        return None
+    head = [header] + [r for r in rows[1:2] if r and not r[0].strip()]  # the units line
+    launches = [r for r in rows[1:] if r and r[0].strip() and len(r) == len(header)]
+    launches.sort(key=lambda r: int(r[0]) if r[0].strip().isdigit() else 0)
+    marks = [i for i, r in enumerate(launches) if MARKER in r[col]]
+    if len(marks) != 1:
+        return None
+    parts = {"before": launches[:marks[0]], "after": launches[marks[0] + 1:]}
+    out = {}
+    for v, part in parts.items():
+        if not part:
+            return None
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(head + part)
+        out[v] = buf.getvalue()
+    return out
 
 
 # ---- phase 1 -------------------------------------------------------------------------------------------------------
@@ -417,11 +452,11 @@ def measure(r: Result, case_dir: Path, device: str, samples: int, cpu_inputs: st
     return profs
 
 
-def run_ncu(ncu: str, case_dir: Path, variant: str, metrics: list[str], python: str, ext_dir: Path,
+def run_ncu(ncu: str, case_dir: Path, metrics: list[str], python: str, ext_dir: Path,
             timeout: float) -> tuple[str, str | None]:
-    """(status, raw CSV text or None); status "ok" or what went wrong."""
-    report = case_dir / f"ncu_{variant}"
-    target = [python, str(Path(__file__).resolve()), "_ncu_target", str(case_dir), variant]
+    """One ncu run over both variants' forwards: (status, raw CSV text or None); status "ok" or what went wrong."""
+    report = case_dir / "ncu"
+    target = [python, str(Path(__file__).resolve()), "_ncu_target", str(case_dir)]
     command = [ncu, "--metrics", ",".join(metrics), "--clock-control", "none", "--profile-from-start", "off",
                "--target-processes", "all", "--force-overwrite", "--export", str(report), *target]  # fmt: skip
     deadline = time.monotonic() + timeout
@@ -432,7 +467,7 @@ def run_ncu(ncu: str, case_dir: Path, variant: str, metrics: list[str], python: 
         except subprocess.TimeoutExpired:
             return f"timed out after {timeout:.0f} s", None
         output = done.stdout + done.stderr
-        (case_dir / f"ncu_{variant}.log").write_text(f"$ {' '.join(command)}\n{output}")
+        (case_dir / "ncu.log").write_text(f"$ {' '.join(command)}\n{output}")
         errors = [line.strip() for line in output.splitlines() if "==ERROR==" in line]
         unknown = [m for m in metrics if any(m in e for e in errors)] if attempt == 0 else []
         if not unknown or len(unknown) == len(metrics):
@@ -452,7 +487,7 @@ def run_ncu(ncu: str, case_dir: Path, variant: str, metrics: list[str], python: 
         return "the ncu export timed out", None
     if exported.returncode != 0:
         return f"the ncu export failed: {exported.stderr.strip()[-300:]}", None
-    (case_dir / f"ncu_{variant}.csv").write_text(exported.stdout)
+    (case_dir / "ncu.csv").write_text(exported.stdout)
     return "ok", exported.stdout
 
 
@@ -469,22 +504,28 @@ def profile_fields(r: Result, kb, case_dir: Path, profs: dict, ncu: str | None, 
     work = ProblemWork.model_validate_json(work_file.read_text()) if work_file.is_file() else None
     values: dict[str, dict[str, object]] = {}
     why = "" if ncu else "ncu skipped (--skip-ncu)"
+    texts: dict[str, str] = {}
+    if ncu is not None:
+        t0 = time.monotonic()
+        status, text = run_ncu(ncu, case_dir, r.metrics, python, ext_dir, timeout)  # may drop unknown metrics
+        r.ncu = {"status": status, "seconds": round(time.monotonic() - t0, 1)}
+        if text is not None:
+            texts = split_variants(text) or {}
+            if not texts:
+                r.ncu["status"] = f"the report does not split at one {MARKER} launch into before and after"
+        if not texts:
+            why = f"ncu: {r.ncu['status']}"
+            r.notes.append(why)
     for v in VARIANTS:
         report = None
-        if ncu is not None:
-            t0 = time.monotonic()
-            status, text = run_ncu(ncu, case_dir, v, r.metrics, python, ext_dir, timeout)  # may drop unknown ones
-            r.ncu[v] = {"status": status, "seconds": round(time.monotonic() - t0, 1)}
-            if text is not None:
-                try:
-                    per_kernel = parse_ncu_csv(text, source=str(case_dir / f"ncu_{v}.csv"))
-                    r.ncu[v]["kernels"] = [{"name": k.name[:120], "launches": k.launches, "time_us": k.time_ns / 1e3}
-                                           for k in per_kernel.kernels]  # fmt: skip
-                    report = parse_ncu_csv(merge_launches(text), source=f"{case_dir.name} {v}, launches merged")
-                except KernelSkillError as exc:
-                    r.ncu[v]["status"] = f"unreadable CSV: {exc}"
-            if report is None:
-                why = f"ncu {v}: {r.ncu[v]['status']}"
+        if v in texts:
+            try:
+                per_kernel = parse_ncu_csv(texts[v], source=f"{case_dir / 'ncu.csv'} ({v})")
+                r.ncu[f"{v}_kernels"] = [{"name": k.name[:120], "launches": k.launches, "time_us": k.time_ns / 1e3}
+                                         for k in per_kernel.kernels]  # fmt: skip
+                report = parse_ncu_csv(merge_launches(texts[v]), source=f"{case_dir.name} {v}, launches merged")
+            except KernelSkillError as exc:
+                why = f"ncu {v}: unreadable CSV: {exc}"
                 r.notes.append(why)
         values[v] = field_values(kb, report, profs.get(v), work, r.time_us.get(v), gpu)
     r.fields = check_fields(changes, values, why)
@@ -503,7 +544,7 @@ def _num(x: float | None) -> str:
     return f"{x:.4g}"
 
 
-def table(results: list[Result], title: str) -> str:
+def table(results: list[Result], title: str, cpu: bool = False) -> str:
     lines = [f"### {title}", "", "| case | method | before us | after us | speedup | expected fields: before -> after "
              "(expected, agrees) | verdict |", "|---|---|---:|---:|---:|---|---|"]  # fmt: skip
     for r in results:
@@ -514,6 +555,10 @@ def table(results: list[Result], title: str) -> str:
         speed = f"{r.speedup:.2f}x" if r.speedup is not None else "-"
         lines.append(f"| {r.case} | {r.method} | {_num(r.time_us.get('before'))} | {_num(r.time_us.get('after'))} | "
                      f"{speed} | {fields} | {r.verdict} |")  # fmt: skip
+    if cpu:
+        ok = sum(r.verdict.startswith("cpu smoke: before and after correct") for r in results)
+        return "\n".join(lines + ["", f"cpu smoke run: {ok} of {len(results)} pairs ran and were correct (the rest "
+                                       "need a GPU); no fields, times not meaningful."]) + "\n"
     agree = sum(r.verdict.startswith("agrees") for r in results)
     faster = sum(r.speedup is not None and r.speedup >= FASTER for r in results)
     lines += ["", f"{agree} of {len(results)} cases agree; {faster} of {len(results)} after-kernels are at least "
@@ -548,7 +593,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_ncu_target"]:
-        return ncu_target(Path(argv[1]), argv[2])
+        return ncu_target(Path(argv[1]))
     args = parse_args(argv)
     deadline = time.monotonic() + args.budget
     cpu = args.device == "cpu"
@@ -624,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
         r.verdict = r.verdict or verdict(r, cpu)
     ordered = [results[c.name] for c in cases]
     title = f"method check on {gpu or 'the CPU (smoke run)'}"
-    text = table(ordered, title)
+    text = table(ordered, title, cpu)
     (out / "method_check.md").write_text(text)
     (out / "method_check.json").write_text(json.dumps({
         "device": gpu or "cpu", "seconds": round(args.budget - (deadline - time.monotonic()), 1),

@@ -105,6 +105,29 @@ def test_merged_launches_and_the_field_comparison_on_a_recorded_capture(kb):
     assert checks[1].agrees is None and checks[1].observed is None  # no profiler evidence: unknown, not a failure
 
 
+def test_one_report_splits_into_before_and_after_at_the_marker():
+    import csv
+    import io
+
+    text = (NCU_DATA / "h200" / "many_tiny_launches.csv").read_text()
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    col = rows[0].index("Kernel Name")
+    launches = [r for r in rows[1:] if r and r[0].strip()]
+    assert len(launches) >= 3
+    launches[1][col] = "void at::cuda::spin_kernel(long)"  # the marker, after the first launch
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    parts = mcheck.split_variants(buf.getvalue())
+    from kernelskill.memory.ncu import parse_ncu_csv
+
+    before, after = parse_ncu_csv(parts["before"]), parse_ncu_csv(parts["after"])
+    assert sum(k.launches for k in before.kernels) == 1
+    assert sum(k.launches for k in after.kernels) == len(launches) - 2
+    assert mcheck.split_variants(text) is None  # no marker: not split, said so by the caller
+
+
 def test_directions_and_verdicts():
     assert mcheck.direction("grid_size", 4, 1024) == "up"
     assert mcheck.direction("l2_throughput_pct", 40.0, 40.3) == "same"  # within half a point

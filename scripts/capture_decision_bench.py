@@ -164,6 +164,20 @@ def _env(ext_dir: Path) -> dict[str, str]:
     return {**os.environ, "TORCH_EXTENSIONS_DIR": str(ext_dir), "PYTHONUNBUFFERED": "1"}
 
 
+def hand_to_sandbox_user(ext_dir: Path) -> None:
+    """Phase 1 built as this user; the profiles run sandboxed, as the sandbox's unprivileged user when this one is
+    root, and torch takes a lock file in each extension's folder before loading it: that user must own the tree."""
+    import os
+
+    from kernelskill.review.confine import SANDBOX_GID, SANDBOX_UID
+
+    if os.geteuid() != 0:
+        return
+    for root, dirs, files in os.walk(ext_dir):
+        for name in (root, *(os.path.join(root, n) for n in dirs + files)):
+            os.chown(name, SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
+
+
 # ---- phase 2: profile on the GPU -------------------------------------------------------------------------------------
 
 
@@ -273,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, notes in zip(kernels, pool.map(lambda k: prepare(k, out, args.python, ext_dir, limit), kernels),
                             strict=True):  # fmt: skip
             outcomes[k.name].notes += notes
+    hand_to_sandbox_user(ext_dir)
     print("phase 2: profiling on the GPU, one kernel at a time", flush=True)
     for k in kernels:
         o = outcomes[k.name]

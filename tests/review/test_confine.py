@@ -354,3 +354,27 @@ def test_a_sandboxed_process_may_rewrite_its_own_thread_names():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "cuda-worker"
+
+
+@pytest.mark.skipif(not _mount_namespace(), reason="no mount namespace here (needs root)")
+def test_a_cache_reached_through_a_link_in_tmp_is_there_under_ncu():
+    # on the H200 a capture's TORCH_EXTENSIONS_DIR was /tmp/run/torch_extensions -> /tmp/other/torch_extensions; in
+    # ncu's private /tmp only the real folder was bound back, the link was gone and every CUDA case failed to load
+    import shutil
+    import tempfile
+
+    real = Path(tempfile.mkdtemp(prefix="kernelskill-real-cache-", dir="/tmp"))
+    run = Path(tempfile.mkdtemp(prefix="kernelskill-run-", dir="/tmp"))
+    try:
+        (real / "built.so").write_text("an extension")
+        (run / "cache").symlink_to(real)
+        env = confine.environment({"TORCH_EXTENSIONS_DIR": str(run / "cache")}, False,
+                                  Sandbox(network=False, filesystem=True, user=False), mode="ncu-target")
+        program = "import sys\nprint(open(sys.argv[1] + '/built.so').read())\n"
+        out = subprocess.run([sys.executable, "-m", "kernelskill.review.confine_ncu", "--", sys.executable, "-c",
+                              program, str(run / "cache")], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "an extension"
+    finally:
+        shutil.rmtree(real, ignore_errors=True)
+        shutil.rmtree(run, ignore_errors=True)

@@ -122,6 +122,7 @@ def private_tmp(keep: list[str]) -> list[str]:
     under = sorted({os.path.realpath(p) for p in keep if p and os.path.realpath(p).startswith("/tmp/")
                     and os.path.exists(p)})
     under = [p for p in under if not any(p.startswith(q + "/") for q in under)]  # a folder's binding covers its files
+    links = _links_under_tmp(keep)  # a cache reached through a link (/tmp/run/cache -> /tmp/elsewhere) is made again
     _unshare(CLONE_NEWNS)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the parent namespace
     # opened in the new namespace (a bind source must be one of its mounts), before /tmp is covered
@@ -136,6 +137,10 @@ def private_tmp(keep: list[str]) -> list[str]:
                     os.makedirs(os.path.dirname(path), exist_ok=True)
                     open(path, "a").close()
                 _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+            for link, target in links:
+                if not os.path.lexists(link):
+                    os.makedirs(os.path.dirname(link), exist_ok=True)
+                    os.symlink(target, link)
         except OSError:
             _LIBC.umount2(b"/tmp", ctypes.c_int(2))  # MNT_DETACH: back to the machine's /tmp, not half a private one
             raise
@@ -143,6 +148,19 @@ def private_tmp(keep: list[str]) -> list[str]:
         for _, fd in fds:
             os.close(fd)
     return under
+
+
+def _links_under_tmp(paths: list[str]) -> list[tuple[str, str]]:
+    """The symbolic links under /tmp on the way to each of `paths`, as (link, what it says), parents first: the
+    private /tmp binds the paths' real folders back, and the links lead there again."""
+    found: dict[str, str] = {}
+    for p in paths:
+        parts = os.path.abspath(p).split("/") if p else []
+        for i in range(3, len(parts) + 1):  # /tmp/a, /tmp/a/b, ...
+            q = "/".join(parts[:i])
+            if q.startswith("/tmp/") and os.path.islink(q):
+                found.setdefault(q, os.readlink(q))
+    return sorted(found.items())
 
 
 # -------------------------------------------------------------------------------------------------------- drop root

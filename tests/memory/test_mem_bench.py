@@ -30,8 +30,14 @@ def test_the_seeded_set_covers_every_capture(kb):
 
 
 def test_seeded_accuracy(report):
-    assert report.allowed_accuracy == 1.0 and report.top1_accuracy == 1.0 and report.empty == []
-    assert report.by_kind == {"classic": {"kernels": 7, "allowed": 1.0, "top1": 1.0}}
+    # the figures of the captures as they are: the one miss is the strided gather, where the one-sided-uncoalesced
+    # case ranks a shared-memory transpose before coalescing the reads (the expert's first choice) - ranked second
+    assert report.allowed_accuracy == 1.0 and report.empty == []
+    assert report.top1_accuracy == pytest.approx(12 / 13)
+    assert report.by_kind == {"classic": {"kernels": 12, "allowed": 1.0, "top1": pytest.approx(11 / 12)},
+                              "llm": {"kernels": 1, "allowed": 1.0, "top1": 1.0}}
+    misses = [r.id for r in report.kernels if not r.top1_hit]
+    assert misses == ["strided_gather_triton"]
 
 
 def test_the_floor_sets_the_tiers(report):
@@ -48,11 +54,11 @@ def test_the_floor_sets_the_tiers(report):
 def test_cli_prints_the_accuracy_and_json(tmp_path):
     r = runner.invoke(memory_app, ["bench", str(SEEDED)], terminal_width=200, env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
-    for part in ("expert method allowed:     100.0% (7/7)", "expert method ranked first: 100.0% (7/7)",
+    for part in ("expert method allowed:     100.0% (13/13)", "expert method ranked first: 92.3% (12/13)",
                  "empty allowed set:          0", "naive_gemm"):  # fmt: skip
         assert part in r.output, part
     data = json.loads(runner.invoke(memory_app, ["bench", str(SEEDED), "--json"]).output)
-    assert data["top1_accuracy"] == 1.0 and len(data["kernels"]) == 7
+    assert data["top1_accuracy"] == pytest.approx(12 / 13) and len(data["kernels"]) == 13
 
 
 def copy_bench(tmp_path, edit):
@@ -74,7 +80,7 @@ def test_a_wrong_first_choice_lowers_top1_and_min_top1_fails(tmp_path, kb):
     rep = run_bench(path, kb)
     r = next(r for r in rep.kernels if r.id == "naive_gemm")
     assert r.allowed_hit and not r.top1_hit and r.first_expert_rank == 4
-    assert rep.top1_accuracy == pytest.approx(6 / 7) and rep.allowed_accuracy == 1.0
+    assert rep.top1_accuracy == pytest.approx(11 / 13) and rep.allowed_accuracy == 1.0
     assert runner.invoke(memory_app, ["bench", str(path), "--min-top1", "0.9"]).exit_code == 1
     assert runner.invoke(memory_app, ["bench", str(path), "--min-top1", "0.8"]).exit_code == 0
 

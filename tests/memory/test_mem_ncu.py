@@ -84,7 +84,7 @@ def test_real_ncu_2025_time_units(name, raw, unit):
 
 def test_every_real_capture_parses_with_known_units():
     files = sorted((NCU_DATA / "h200").glob("*.csv"))
-    assert len(files) == 7
+    assert len(files) == 13  # 7 from scripts/capture_ncu.py, 6 from scripts/capture_decision_bench.py
     for path in files:
         report = load_ncu_csv(path)
         assert report.notes == [] and all(k.time_ns > 0 for k in report.kernels)

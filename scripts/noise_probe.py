@@ -61,11 +61,6 @@ def main() -> None:
         torch.manual_seed(seed)
         sets.append([a.to(dev) if isinstance(a, torch.Tensor) else a for a in loaded.get_inputs()])
 
-    class SleepTimer(Timer):
-        def _one(self, fn, args, slot=None):
-            torch.cuda._sleep(2_000_000)  # ~1 ms of GPU spin: the host's launch work overlaps it
-            return super()._one(fn, args, slot)
-
     record: dict = {}
     for name in ("timer", "timer+sleep", "plain"):
         speedups, cand_ms, ref_ms, samples = [], [], [], []
@@ -75,7 +70,7 @@ def main() -> None:
                 r, c = plain_event_loop(ref, sets[0]), plain_event_loop(cand, sets[0])
                 s_c = []
             else:
-                timer = (SleepTimer if name == "timer+sleep" else Timer)(dev)
+                timer = Timer(dev, prefill=name == "timer+sleep")  # the spin before each sample
                 got, _, _ = timer.run({"ref": ref, "cand": cand}, sets, warmup=25, iters=100)
                 r, c = statistics.fmean(got["ref"]), statistics.fmean(got["cand"])
                 s_c = got["cand"]

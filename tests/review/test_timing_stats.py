@@ -161,9 +161,60 @@ def test_reset_persisting_l2_resets_and_zeroes_the_limit(monkeypatch):
 
 def test_the_single_protocol_times_one_call_per_sample_and_never_retimes():
     # timing_protocol="single" keeps the protocol before grouping and re-timing, to compare the two side by side
-    group, budget = timing.protocol_limits("single")
-    assert group == 1
+    group, budget, prefill = timing.protocol_limits("single")
+    assert group == 1 and not prefill
     noisy = {"x": [1.0, 9.0] * 10}
     kept, retimed = retime_if_noisy(noisy, lambda s: 2.0, lambda: {"x": [1.0] * 20}, loop_s=0.1, budget_s=budget)
     assert kept is noisy and not retimed
-    assert timing.protocol_limits("robust") == (None, timing.TIMING_BUDGET_S)
+    assert timing.protocol_limits("robust") == (None, timing.TIMING_BUDGET_S, True)
+
+
+class FakeClock:
+    """time.perf_counter for the Timer: moves only when a fake callable or spin says it does."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_prefill_spins_before_each_sample_and_stays_out_of_it(monkeypatch):
+    # robust protocol: the device is kept busy while the host enqueues a sample, so the sample times the work and
+    # not the launches; the spin must come before the start of the timed region, never inside it
+    clock = FakeClock()
+    monkeypatch.setattr(timing, "time", clock)
+    spins, order = [], []
+
+    def spin(seconds):
+        spins.append(seconds)
+        order.append("spin")
+        clock.now += seconds
+
+    def fn(x):
+        order.append("call")
+        clock.now += 20e-6  # the host's 20 us to launch a call
+        return x + 1
+
+    timer = Timer(torch.device("cpu"), prefill=True, spin=spin)
+    samples, _, _ = timer.run({"f": fn}, sets(), warmup=2, iters=5, group=1)
+    assert order == ["spin", "call"] * 7
+    assert samples["f"] == pytest.approx([0.02] * 5)  # ms: the spins are not in the samples
+    assert spins[0] == timing.PREFILL_MAX_S  # nothing known of the host yet
+    assert spins[1:] == pytest.approx([timing.PREFILL_MIN_S] * 6)  # 3 x 20 us, raised to the minimum
+    assert timer.info.host_ms == {"f": pytest.approx(0.02)}
+    assert timer.info.prefill_s == {"f": pytest.approx(timing.PREFILL_MIN_S)}
+
+
+def test_prefill_is_sized_from_the_host_and_bounded():
+    assert timing.prefill_seconds(None) == timing.PREFILL_MAX_S
+    assert timing.prefill_seconds(1e-6) == timing.PREFILL_MIN_S
+    assert timing.prefill_seconds(1e-3) == pytest.approx(timing.PREFILL_FACTOR * 1e-3)
+    assert timing.prefill_seconds(1.0) == timing.PREFILL_MAX_S
+
+
+def test_without_prefill_nothing_spins():
+    spins = []
+    timer = Timer(torch.device("cpu"), spin=spins.append)
+    timer.run({"f": lambda x: x + 1}, sets(), warmup=1, iters=3)
+    assert spins == [] and timer.info.prefill_s == {}

@@ -154,6 +154,8 @@ class TimingResult(BaseModel):
     noisy_reason: str | None = None
     retimed: bool = False  # the first timed loop was noisy, so it was timed once more (the time stage says which kept)
     group: int = 1  # calls per event pair (small kernels on CUDA); each sample is the group's time / group
+    prefill_us: float | None = None  # the spin before each sample's start event (robust protocol on CUDA), at most
+    host_us: dict[str, float] | None = None  # per callable: median host µs to enqueue one call
 
     @classmethod
     def noise(cls, stats: dict[str, "TimingStats"]) -> float:

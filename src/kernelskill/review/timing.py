@@ -18,7 +18,7 @@ import functools
 import math
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
 import torch
@@ -36,6 +36,15 @@ MIN_ITERS = 10
 SMALL_CALL_S = 50e-6
 MAX_GROUP = 32
 CUDA_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06  # cudaLimitPersistingL2CacheSize
+# Prefill (the robust protocol): before a sample's start event the stream gets a spin kernel long enough for the host
+# to enqueue the whole sample behind it, so the events time the GPU running the calls back to back, not the host
+# launching them. Measured on the H200 (docs/h200/timing): a 5 us kernel's samples spread 2-3 % without it and
+# 0.4-0.7 % with it; in groups of 16 without it the figure was the host's launch rate (9.4 us a call for 2.7 us of
+# GPU time). The spin lasts PREFILL_FACTOR times the host's median time to enqueue a sample, within these bounds.
+PREFILL_MIN_S = 100e-6
+PREFILL_MAX_S = 5e-3
+PREFILL_FACTOR = 3.0
+SPIN_CLOCK_HZ = 2.0e9  # cycles per second assumed for torch.cuda._sleep; a slower clock only spins longer
 
 
 def clone_args(args: list) -> list:
@@ -50,6 +59,19 @@ def group_size(per_call_s: float, threshold_s: float = SMALL_CALL_S, max_group: 
     if per_call_s <= 0:
         return max_group
     return max(1, min(max_group, math.ceil(threshold_s / per_call_s)))
+
+
+def prefill_seconds(host_s: float | None) -> float:
+    """How long the spin before a sample lasts, given the host's median seconds to enqueue one sample (None: not
+    known yet, as in the first warm-up call)."""
+    if host_s is None:
+        return PREFILL_MAX_S
+    return min(PREFILL_MAX_S, max(PREFILL_MIN_S, PREFILL_FACTOR * host_s))
+
+
+def spin_gpu(seconds: float) -> None:
+    """Keep the current stream busy for about `seconds` (torch.cuda._sleep spins for a number of clock cycles)."""
+    torch.cuda._sleep(max(1, int(seconds * SPIN_CLOCK_HZ)))
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,17 +109,24 @@ class LoopInfo:
     group: int = 1  # calls per sample
     loop_s: float = 0.0  # wall seconds of the timed loop, warm-up excluded
     l2_reset_error: str | None = None  # why resetting the persisting L2 failed; None when it worked or was not needed
+    prefill_s: dict[str, float] = field(default_factory=dict)  # per callable: the spin before its timed samples
+    host_ms: dict[str, float] = field(default_factory=dict)  # per callable: median host ms to enqueue one call
 
 
 class Timer:
     """Times callables on one device. `block` iterations of each callable alternate until `iters` are done.
 
     `l2_reset` runs once per timed loop, after the warm-up and before the samples; on CUDA it defaults to
-    reset_persisting_l2, on CPU to nothing. A failure is recorded in `info.l2_reset_error`, never raised."""
+    reset_persisting_l2, on CPU to nothing. A failure is recorded in `info.l2_reset_error`, never raised.
+
+    `prefill`: before each sample's start event, `spin(seconds)` keeps the device busy while the host enqueues the
+    sample (prefill_seconds of the host's median enqueue time of that callable's samples so far); `spin` defaults to
+    spin_gpu on CUDA. The spin is outside the timed region; the host's enqueue time is kept in `info.host_ms`."""
 
     def __init__(self, device: torch.device, device_sync: bool = True, poison: Callable[[], object] | None = None,
                  after_call: Callable[[str], object] | None = None, l2_reset: Callable[[], object] | None = None,
-                 small_call_s: float = SMALL_CALL_S):
+                 small_call_s: float = SMALL_CALL_S, prefill: bool = False,
+                 spin: Callable[[float], object] | None = None):
         self.device = device
         self.cuda = device.type == "cuda"
         self.device_sync = device_sync
@@ -105,14 +134,27 @@ class Timer:
         self.after_call = after_call  # called with the callable's name after each call, outside the timed region
         self.l2_reset = l2_reset if l2_reset is not None else (reset_persisting_l2 if self.cuda else None)
         self.small_call_s = small_call_s
+        self.prefill = prefill
+        self.spin = spin if spin is not None else (spin_gpu if self.cuda else None)
+        self.host_s: dict[str, list[float]] = {}  # per callable: host seconds to enqueue each sample so far
+        self.last_prefill_s = 0.0
         self.info = LoopInfo()
         n = L2_FLUSH_BYTES if self.cuda else 32 * 1024 * 1024
         self.flush_buffer = torch.empty(n // 4, dtype=torch.int32, device=device)
 
-    def _one(self, fn: Callable, calls: list[tuple[list, list]]) -> tuple[float, float, object]:
+    def _prefill(self, name: str) -> float:
+        """The spin before a sample of `name` (0 without prefill); run here, outside the timed region."""
+        if not self.prefill or self.spin is None:
+            return 0.0
+        seen = self.host_s.get(name)
+        seconds = prefill_seconds(statistics.median(seen[-20:]) if seen else None)
+        self.spin(seconds)
+        return seconds
+
+    def _one(self, fn: Callable, calls: list[tuple[list, list]], name: str = "") -> tuple[float, float, object]:
         """One timed group of back-to-back calls, each (input set, its own buffer): (ms per call by the stream's
         events, ms per call until the whole device was idle, the last call's output). The inputs are copied and the
-        L2 flushed once, before the group."""
+        L2 flushed once, before the group; with prefill the device is then kept busy while the group is enqueued."""
         fresh = []
         for args, slot in calls:
             for dst, src in zip(slot, args):
@@ -121,11 +163,14 @@ class Timer:
             fresh.append(slot)
         self.flush_buffer.zero_()
         n = len(fresh)
+        self.last_prefill_s = self._prefill(name)
         if self.cuda:
             start, end, idle = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             start.record()
+            t0 = time.perf_counter()
             for a in fresh:
                 out = fn(*a)
+            self.host_s.setdefault(name, []).append(time.perf_counter() - t0)
             end.record()
             if self.device_sync:
                 # Everything the call issued, on any stream, is done after this; the third event therefore bounds the
@@ -140,7 +185,9 @@ class Timer:
         t0 = time.perf_counter()
         for a in fresh:
             out = fn(*a)
-        ms = (time.perf_counter() - t0) * 1e3 / n
+        elapsed = time.perf_counter() - t0
+        self.host_s.setdefault(name, []).append(elapsed)
+        ms = elapsed * 1e3 / n
         return ms, ms, out
 
     def run(
@@ -172,7 +219,7 @@ class Timer:
                 spent, times = 0.0, []
                 for i in range(warmup):
                     t0 = time.perf_counter()
-                    ms, _, _ = self._one(fn, [(input_sets[i % len(input_sets)], slots[i % 2])])
+                    ms, _, _ = self._one(fn, [(input_sets[i % len(input_sets)], slots[i % 2])], name)
                     spent += time.perf_counter() - t0
                     times.append(ms / 1e3)
                     if self.after_call is not None:
@@ -212,7 +259,9 @@ class Timer:
                         first = counter + j * group
                         calls = [(input_sets[(first + c) % len(input_sets)], slots[(first + c) % len(slots)])
                                  for c in range(group)]
-                        ms, idle_ms, out = self._one(fn, calls)
+                        ms, idle_ms, out = self._one(fn, calls, name)
+                        if self.last_prefill_s:
+                            info.prefill_s[name] = self.last_prefill_s
                         if self.after_call is not None:
                             self.after_call(name)
                         samples[name].append(ms)
@@ -227,13 +276,18 @@ class Timer:
             if self.cuda:
                 torch.cuda.synchronize(self.device)
             info.loop_s = time.perf_counter() - t_loop
+            for name in fns:
+                host = self.host_s.get(name, [])[-iters:]
+                if host:
+                    info.host_ms[name] = statistics.median(host) * 1e3 / group
         return samples, synced, kept
 
 
-def protocol_limits(protocol: str) -> tuple[int | None, float]:
-    """(calls per sample, seconds a re-time may use) of a timing protocol: robust lets the Timer choose the group
-    and re-times a noisy loop within TIMING_BUDGET_S; single times one call per sample, once."""
-    return (None, TIMING_BUDGET_S) if protocol == "robust" else (1, 0.0)
+def protocol_limits(protocol: str) -> tuple[int | None, float, bool]:
+    """(calls per sample, seconds a re-time may use, prefill) of a timing protocol: robust lets the Timer choose the
+    group, keeps the device busy while a sample is enqueued and re-times a noisy loop within TIMING_BUDGET_S; single
+    times one call per sample, once, as the host launches it."""
+    return (None, TIMING_BUDGET_S, True) if protocol == "robust" else (1, 0.0, False)
 
 
 def retime_if_noisy(first: T, noise: Callable[[T], float], again: Callable[[], T], loop_s: float,

@@ -53,8 +53,9 @@ def time_stage(w: Worker) -> None:
                 return compiled(*args)
 
         fns["compiled_reference"] = run_compiled
-    group, retime_budget = protocol_limits(w.settings.timing_protocol)
-    timer = Timer(w.device, device_sync=w.guards.device_sync, poison=lambda: poison(w), after_call=after_call)
+    group, retime_budget, prefill = protocol_limits(w.settings.timing_protocol)
+    timer = Timer(w.device, device_sync=w.guards.device_sync, poison=lambda: poison(w), after_call=after_call,
+                  prefill=prefill)
     with _cuda_errors(w):
         samples, synced, kept = timer.run(fns, sets, warmup, iters,
                                           keep_last=len(sets) if w.guards.timed_outputs else 0,
@@ -112,6 +113,16 @@ def time_stage(w: Worker) -> None:
         w.flags.add("timing_calls_cut")
     grouped = (f"; calls under {SMALL_CALL_S * 1e6:.0f} µs: {group} back-to-back calls per event pair, each on its "
                "own input buffer, the copy and flush once before the group" if group > 1 else "")
+    info = timer.info
+    prefilled = ("; before each start event the device spins (torch.cuda._sleep) while the host enqueues the "
+                 "sample, so the events time the GPU, not the launches" if device == "cuda" and info.prefill_s else "")
+    host_us = {n: round(ms * 1e3, 3) for n, ms in info.host_ms.items()} or None
+    cand_host = info.host_ms.get("candidate")
+    if prefilled and cand_host and cand_host > cand.median_ms:
+        w.flags.add(f"host_bound: the candidate's host takes {cand_host * 1e3:.1f} us to launch a call that runs "
+                    f"{cand.median_ms * 1e3:.1f} us on the GPU (the reference: "
+                    f"{info.host_ms.get('reference', 0.0) * 1e3:.1f} us to launch, {ref.median_ms * 1e3:.1f} us to "
+                    "run); called back to back from Python, the launches set its pace")
     timing = TimingResult.of(
         ref, cand,
         clock="cuda_events" if device == "cuda" else "cpu_perf_counter",
@@ -125,12 +136,15 @@ def time_stage(w: Worker) -> None:
                    "device is idle" if hidden else ", checked against device-wide idle time")
                 if w.guards.device_sync else ", no device-wide check")
                if device == "cuda" else "a 32 MB buffer is zeroed; CPU wall clock (not a GPU timing)")
-            + grouped + ("; timed twice (the first loop was noisy), the quieter loop kept" if retimed else "")
+            + grouped + prefilled
+            + ("; timed twice (the first loop was noisy), the quieter loop kept" if retimed else "")
         ),
         warmup=warmup,
         iters=timed,
         retimed=retimed,
         group=group,
+        prefill_us=round(max(info.prefill_s.values()) * 1e6, 1) if prefilled else None,
+        host_us=host_us,
     )
     if timing.noisy:
         w.flags.add(f"noisy_timing: {timing.noisy_reason}")

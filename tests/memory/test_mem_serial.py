@@ -3,6 +3,8 @@ parallel reductions and scans, not coalescing (issue 16)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kernelskill.memory.evidence import Evidence
@@ -184,3 +186,23 @@ def test_many_tiny_launches_seen_by_ncu_alone_are_launch_overhead(kb):
     assert runs["ncu_launches"] == 50 and runs["launches_per_forward"] is None  # no profiler: its count is unknown
     assert d.predicates["launch_bound_ncu"].state == "true" and d.predicates["grid_underfills_gpu"].state == "true"
     assert d.bottleneck == "launch_overhead"
+
+
+# Real LLM-written kernels (tests/data/decision/llm, provenance in its README) the code rules misread before.
+LLM = Path(__file__).resolve().parents[1] / "data" / "decision" / "llm"
+
+
+@pytest.mark.parametrize(("kernel", "feature", "expected"), [
+    # a thread per output summing its own prefix (the loop runs up to the thread's position): a scan, O(n^2)
+    ("lb_l1_089_claude_cumsum", "serial_scan", True),
+    # a running product stored at each step through an index computed in the body (int index = idx * n + i)
+    ("lb_l1_090_llama70b_cumprod", "serial_scan", True),
+    # a thread per row walking a literal 4096 columns: a row walk, not a window
+    ("lb_l1_099_llama405b_triplet_loss", "serial_reduction_loop", True),
+    # a[i * n + j] * b[i * n + j] summed: a row-wise dot product, not a matrix product
+    ("lb_l1_097_gemini_cosine_loss", "gemm_like", False),
+    # a direct convolution: its input-channel loop multiplies at computed offsets, not a matrix-vector product
+    ("lb_l1_054_o1_conv3d", "matvec_like", False),
+])  # fmt: skip
+def test_real_llm_kernels_read_as_what_they_are(kb, kernel, feature, expected):
+    assert features(kb, (LLM / kernel / "candidate.py").read_text())[feature] is expected

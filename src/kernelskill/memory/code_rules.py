@@ -214,8 +214,15 @@ def _cuda_mac(kernel: str) -> bool:
 def _cuda_gemm(kernel: str) -> bool:
     if re.search(_CUDA["tensor_cores"], kernel):
         return True
-    # two different arrays multiplied inside an accumulation: acc += A[..] * B[..] (or As[..][..] * Bs[..][..])
-    return _cuda_mac(kernel) and bool(re.search(r"(\w+)\s*(\[[^\]]*\])+\s*\*\s*(?!\1\b)\w+\s*\[", kernel))
+    # two different arrays multiplied inside an accumulation at different positions: acc += A[..] * B[..] (or
+    # As[..][..] * Bs[..][..]); a[i * n + j] * b[i * n + j] is an elementwise product summed (a row-wise dot
+    # product, cosine similarity), not a matrix product
+    if not _cuda_mac(kernel):
+        return False
+    for a, ia, b, ib in re.findall(r"(\w+)\s*((?:\[[^\]]*\])+)\s*\*\s*(\w+)\s*((?:\[[^\]]*\])+)", kernel):
+        if a != b and re.sub(r"\s+", "", ia) != re.sub(r"\s+", "", ib):
+            return True
+    return False
 
 
 def _shared_tiling(v: SourceView) -> bool:

@@ -8,7 +8,9 @@ cannot fill the GPU), but the cure is a parallel reduction or scan, not a new la
 - serial_reduction_loop: a loop over a runtime-length dimension, one element per iteration, that folds what it
   reads into a scalar (s += x[j], m = fmaxf(m, x[j]), acc += a[j] * b[j]), in a kernel whose threads do not
   cooperate (CUDA: no __shared__, warp shuffles or atomics; Triton: the loop loads scalars, not blocks);
-- serial_scan: such a loop that also stores the running value at each step (prefix sums, cumulative products);
+- serial_scan: such a loop that also stores the running value at each step (prefix sums, cumulative products), or
+  one that sums its own output's prefix: a thread per output whose loop runs up to that output's position (each
+  prefix recomputed, O(n^2) work for a cumsum);
 - matvec_like: the folded product multiplies a matrix element by a vector element indexed by the loop alone.
 """
 
@@ -22,10 +24,12 @@ from kernelskill.memory.codeview import SourceView
 
 _COOPERATION = re.compile(r"__shared__|__shfl\w*_sync|__reduce_\w+_sync|cg::|cooperative_groups|\batomic\w+\s*\(|"
                           r"\bcub::|\b(Block|Warp)Reduce\b")  # fmt: skip
-# for (int j = 0; j < n; j++) / ++j / j += 1 - one element per iteration, up to a runtime bound (a name, not a number)
+# for (int j = 0; j < n; j++) / ++j / j += 1 - one element per iteration, up to a runtime bound (a name) or a
+# literal one of at least MIN_SERIAL_TRIP (j < 4096 walks a row; k < 3 is a window)
 _SERIAL_FOR = re.compile(r"for\s*\(\s*(?:int|unsigned|size_t|int64_t|long)?\s*(\w+)\s*=[^;]*;\s*\1\s*<=?\s*"
-                         r"(?!\d+\s*;)[A-Za-z_][\w.\->]*[^;]*;"
+                         r"(?:[A-Za-z_][\w.\->]*[^;]*|(?P<trip>\d+)\s*);"
                          r"\s*(?:\1\s*\+\+|\+\+\s*\1|\1\s*\+=\s*1\b)\s*\)")  # fmt: skip
+MIN_SERIAL_TRIP = 64
 
 
 # Window indices of pooling, convolution and stencils: a loop over a small window is not a serial row walk.
@@ -49,17 +53,26 @@ def _statement_after(text: str, pos: int) -> str:
 
 
 def _cuda_serial_loops(kernel: str) -> Iterator[tuple[str, str, str]]:
-    """(loop variable, accumulator, body) for every serial folding loop of a non-cooperating CUDA kernel."""
+    """(the loop variable and names derived from it as a regex alternative, accumulator, body) for every serial
+    folding loop of a non-cooperating CUDA kernel."""
     if _COOPERATION.search(kernel):
         return
     for m in _SERIAL_FOR.finditer(kernel):
         var, body = m.group(1), _statement_after(kernel, m.end())
-        if var in _WINDOW_VARS:
+        if var in _WINDOW_VARS or (m.group("trip") and int(m.group("trip")) < MIN_SERIAL_TRIP):
             continue
-        if not re.search(rf"\w+\s*\[[^\]]*\b{var}\b[^\]]*\]", body):
+        along = _along(body, var)
+        if not re.search(rf"\w+\s*\[[^\]]*\b(?:{along})\b[^\]]*\]", body):
             continue  # the loop does not read along its index
         for acc in _accumulators(body, var):
-            yield var, acc, body
+            yield along, acc, body
+
+
+def _along(body: str, var: str) -> str:
+    """A regex alternative of the loop variable and the names the body computes from it (int index = row + i)."""
+    names = [var] + [n for n, value in re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);", body)
+                     if re.search(rf"\b{var}\b", value) and n != var]
+    return "|".join(dict.fromkeys(names))
 
 
 def _accumulators(body: str, var: str) -> list[str]:
@@ -73,17 +86,38 @@ def _accumulators(body: str, var: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+_POSITION = re.compile(r"\b(?:threadIdx|blockIdx)\.[xyz]\b")
+
+
+def _position_names(kernel: str) -> set[str]:
+    """Variables computed from the thread's position (threadIdx/blockIdx), directly or through other such names."""
+    names: set[str] = set()
+    assigns = re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);", kernel)
+    for _ in range(3):
+        for name, value in assigns:
+            if _POSITION.search(value) or any(re.search(rf"\b{n}\b", value) for n in names):
+                names.add(name)
+    return names
+
+
 def _cuda_scan(kernel: str) -> bool:
     for var, acc, body in _cuda_serial_loops(kernel):
-        if re.search(rf"\w+\s*\[[^\]]*\b{var}\b[^\]]*\]\s*=\s*[^;=]*\b{acc}\b", body):
+        if re.search(rf"\w+\s*\[[^\]]*\b(?:{var})\b[^\]]*\]\s*=\s*[^;=]*\b{acc}\b", body):
+            return True
+    # a thread per output summing its own prefix: the loop's bound is the thread's position along the row
+    positions = _position_names(kernel)
+    for m in _SERIAL_FOR.finditer(kernel):
+        var, header = m.group(1), m.group(0)
+        bound = re.search(rf";\s*{var}\s*<=?\s*([A-Za-z_]\w*)", header)
+        if bound and bound.group(1) in positions and _accumulators(_statement_after(kernel, m.end()), var):
             return True
     return False
 
 
 def _cuda_matvec(kernel: str) -> bool:
     for var, acc, body in _cuda_serial_loops(kernel):
-        vector = rf"\w+\s*\[\s*{var}\s*\]"
-        matrix = rf"\w+\s*\[[^\]]*\b{var}\b[^\]]*\]"
+        vector = rf"\w+\s*\[\s*{var.split('|')[0]}\s*\]"  # indexed by the loop variable alone
+        matrix = rf"\w+\s*\[[^\]]*\b(?:{var})\b[^\]]*\]"
         if re.search(rf"\b{acc}\s*\+=\s*(?:{vector}\s*\*\s*{matrix}|{matrix}\s*\*\s*{vector})", body):
             return True
     return False

@@ -93,3 +93,18 @@ def test_stored_bytes_counts_what_outputs_occupy():
     assert stored_bytes(torch.zeros(1).expand(64, 32), torch) == 4  # a broadcast view of one value
     assert stored_bytes(torch.zeros(1000, 32)[:64], torch) == 64 * 32 * 4  # a slice: its elements, not the buffer
     assert stored_bytes((plain, [plain[:1], 3]), torch) == 64 * 32 * 4 + 32 * 4
+
+
+def test_a_forward_that_reads_values_has_its_work_counted_on_the_cpu(tmp_path):
+    # KernelBench's SwinMLP and SwinTransformerV2 call .item() in forward, which the meta device cannot answer:
+    # their floor was unknown; the work is now counted on the CPU instead (said so in the note)
+    problem = tmp_path / "reads_values.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(64, 32)\n\n"
+        "    def forward(self, x):\n        shift = int(x.abs().max().item() > -1)\n"
+        "        return self.fc(torch.roll(x, shift, 0))\n\n\n"
+        "def get_inputs():\n    return [torch.randn(16, 64)]\n\n\ndef get_init_inputs():\n    return []\n")
+    work = measure_problem_work(problem)
+    assert work.flops == 2 * 16 * 64 * 32 and "on the CPU" in work.note
+    assert work.bytes == 4 * (16 * 64 + 16 * 32 + 64 * 32 + 32)

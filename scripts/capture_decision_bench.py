@@ -229,6 +229,39 @@ def write_manifests(kernels: list[Kernel], outcomes: dict[str, Outcome], out: Pa
     return bench, to_label
 
 
+def merge_into(out: Path, dest: Path) -> list[str]:
+    """Copy the captured kernels of `out`'s decision_bench.yaml into the seeded folder `dest` (tests/data/ncu/h200)
+    as <id>.csv, <id>.py, <id>.problem.py and <id>.run_features.json, and append their entries to its
+    decision_bench.yaml; ids it already has are left alone. Returns the ids added."""
+    import yaml
+
+    captured = yaml.safe_load((out / "decision_bench.yaml").read_text()).get("kernels") or []
+    bench = dest / "decision_bench.yaml"
+    have = {k["id"] for k in (yaml.safe_load(bench.read_text()).get("kernels") or [])} if bench.is_file() else set()
+    added, entries = [], []
+    for k in captured:
+        if k["id"] in have or not k.get("metrics"):
+            continue
+        i, case = k["id"], out / k["id"]
+        files = {"metrics": (case / "profile" / "ncu_raw.csv", f"{i}.csv"), "code": (case / "candidate.py", f"{i}.py"),
+                 "run_features": (case / "profile" / "run_features.json", f"{i}.run_features.json")}
+        entry = {"id": i, "kind": k["kind"]}
+        for key, (src, name) in files.items():
+            if src.is_file():
+                shutil.copy(src, dest / name)
+                entry[key] = name
+        if (case / "problem.py").is_file():
+            shutil.copy(case / "problem.py", dest / f"{i}.problem.py")
+        entry.update({key: k[key] for key in ("problem", "expert", "why", "source") if key in k})
+        entries.append(entry)
+        added.append(i)
+    if entries:
+        block = yaml.safe_dump(entries, sort_keys=False, width=116)
+        text = bench.read_text().rstrip("\n") + "\n" if bench.is_file() else "kernels:\n"
+        bench.write_text(text + "\n".join("  " + line if line else line for line in block.splitlines()) + "\n")
+    return added
+
+
 # ---- main ------------------------------------------------------------------------------------------------------------
 
 
@@ -250,7 +283,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=120.0, help="time limit per step (default 120)")
     p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S, help="budget of the whole run (default 470)")
     p.add_argument("--list", action="store_true", help="list the classic cases and exit")
+    p.add_argument("--merge-into", type=Path, help="afterwards, add the captured kernels to this seeded folder "
+                   "(e.g. tests/data/ncu/h200): files as <id>.csv/.py/.run_features.json, entries appended to its "
+                   "decision_bench.yaml; with --merge-only, do only that for an earlier --out")
+    p.add_argument("--merge-only", action="store_true", help="no capture: merge --out into --merge-into")
     args = p.parse_args(argv)
+    if args.merge_only and not (args.out and args.merge_into):
+        p.error("--merge-only needs --out (an earlier capture) and --merge-into")
     if args.out is None and not args.list:
         p.error("--out is required")
     if args.jobs < 1 or args.budget_s <= 0 or args.timeout_s <= 0:
@@ -263,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for c in CASES:
             print(f"{c.name:<34} {c.description}  -> expert: {', '.join(c.expert)}")
+        return 0
+    if args.merge_only:
+        added = merge_into(args.out, args.merge_into)
+        print(f"added {len(added)} kernels to {args.merge_into / 'decision_bench.yaml'}: {', '.join(added) or '-'}")
         return 0
     deadline = time.monotonic() + args.budget_s
     ncu = shutil.which(args.ncu) or (args.ncu if Path(args.ncu).is_file() else None)
@@ -310,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{o.name:<40} {o.status:<28} {o.seconds:>6.1f} s" + (f"  ({o.notes[-1][:80]})" if o.notes and
                                                                       o.status != "ok" else ""))  # fmt: skip
     print(f"wrote {bench}, {to_label}, {out / 'capture.json'}; score with: kernelskill memory bench {bench}")
+    if args.merge_into is not None:
+        added = merge_into(out, args.merge_into)
+        print(f"added {len(added)} kernels to {args.merge_into / 'decision_bench.yaml'}: {', '.join(added) or '-'}")
     return 0 if all(o.status == "ok" for o in outcomes.values()) else 1
 
 

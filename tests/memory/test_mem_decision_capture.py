@@ -200,3 +200,19 @@ def test_llm_kernels_from_a_folder_and_from_a_run(tmp_path, kb):
     assert [k.name for k in picked] == ["run_23_Softmax_seed_1", "run_23_Softmax_round_01"]  # slowest first
     assert picked[0].kind == "llm" and picked[0].expert == [] and "openai/gpt-x" in picked[0].description
     assert len(dbench.llm_kernels_from_run(run_dir, slow_below=0.5, limit=1)) == 1
+
+
+def test_captures_merge_into_the_seeded_folder_once(tmp_path, fakes, kb):
+    ncu, python = fakes
+    out, seeded = tmp_path / "out", tmp_path / "seeded"
+    shutil.copytree(NCU_DATA / "h200", seeded)
+    before = len(load_manifest(seeded / "decision_bench.yaml", kb).kernels)
+    assert dbench.main(["--out", str(out), "--only", "serial_softmax_cuda", "--ncu", ncu, "--python", python,
+                        "--merge-into", str(seeded)]) == 0  # fmt: skip
+    manifest = load_manifest(seeded / "decision_bench.yaml", kb)
+    assert len(manifest.kernels) == before + 1 and manifest.kernels[-1].id == "serial_softmax_cuda"
+    for name in ("serial_softmax_cuda.csv", "serial_softmax_cuda.py", "serial_softmax_cuda.problem.py",
+                 "serial_softmax_cuda.run_features.json"):
+        assert (seeded / name).is_file(), name
+    assert dbench.main(["--out", str(out), "--merge-into", str(seeded), "--merge-only"]) == 0  # again: nothing new
+    assert len(load_manifest(seeded / "decision_bench.yaml", kb).kernels) == before + 1

@@ -26,6 +26,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -139,6 +140,8 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--budget", type=float, default=540.0, help="seconds; the rest is left for the next run")
     ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--logs", type=Path, default=None, help="keep the reviews' worker logs here (default: a temporary "
+                    "folder, so OUT holds only timing_spread.jsonl: a GPU lease returns few files)")
     args = ap.parse_args()
     if args.run:
         tasks = pick_tasks(args.run, args.tasks, args.max_ms)
@@ -151,6 +154,7 @@ def main() -> int:
     jsonl = args.out / "timing_spread.jsonl"
     rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()] if jsonl.exists() else []
     done = {(r["task"], r["condition"], r["protocol"], r["repeat"]) for r in rows}
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="timing-spread-logs-"))
     deadline = time.monotonic() + args.budget
     stopped = False
     for condition in CONDITIONS if not args.table_only else ():
@@ -165,7 +169,7 @@ def main() -> int:
                             stopped = True
                             break
                         row = {"task": t["task"], "condition": condition, "protocol": protocol, "repeat": repeat,
-                               **one_review(t, protocol, args.device, args.out / "logs" / condition)}
+                               **one_review(t, protocol, args.device, logs / condition)}
                         rows.append(row)
                         with jsonl.open("a") as f:
                             f.write(json.dumps(row) + "\n")

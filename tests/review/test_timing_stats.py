@@ -218,3 +218,23 @@ def test_without_prefill_nothing_spins():
     timer = Timer(torch.device("cpu"), spin=spins.append)
     timer.run({"f": lambda x: x + 1}, sets(), warmup=1, iters=3)
     assert spins == [] and timer.info.prefill_s == {}
+
+
+def test_prefill_covers_every_call_of_a_group(monkeypatch):
+    # the warm-up times single calls; a timed sample of 8 calls needs 8 calls' worth of enqueue time covered
+    clock = FakeClock()
+    monkeypatch.setattr(timing, "time", clock)
+    spins = []
+
+    def spin(seconds):
+        spins.append(seconds)
+        clock.now += seconds
+
+    def fn(x):
+        clock.now += 50e-6
+        return x + 1
+
+    timer = Timer(torch.device("cpu"), prefill=True, spin=spin)
+    samples, _, _ = timer.run({"f": fn}, sets(), warmup=3, iters=4, group=8)
+    assert spins[3:] == pytest.approx([timing.PREFILL_FACTOR * 8 * 50e-6] * 4)  # 1.2 ms, not 3 x 50 us
+    assert timer.info.host_ms == {"f": pytest.approx(0.05)} and samples["f"] == pytest.approx([0.05] * 4)

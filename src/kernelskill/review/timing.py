@@ -120,8 +120,9 @@ class Timer:
     reset_persisting_l2, on CPU to nothing. A failure is recorded in `info.l2_reset_error`, never raised.
 
     `prefill`: before each sample's start event, `spin(seconds)` keeps the device busy while the host enqueues the
-    sample (prefill_seconds of the host's median enqueue time of that callable's samples so far); `spin` defaults to
-    spin_gpu on CUDA. The spin is outside the timed region; the host's enqueue time is kept in `info.host_ms`."""
+    sample (prefill_seconds of the host's median time to enqueue one of its calls so far, times the calls in the
+    sample); `spin` defaults to spin_gpu on CUDA. The spin is outside the timed region; the host's median time to
+    enqueue one call is kept in `info.host_ms`."""
 
     def __init__(self, device: torch.device, device_sync: bool = True, poison: Callable[[], object] | None = None,
                  after_call: Callable[[str], object] | None = None, l2_reset: Callable[[], object] | None = None,
@@ -136,18 +137,18 @@ class Timer:
         self.small_call_s = small_call_s
         self.prefill = prefill
         self.spin = spin if spin is not None else (spin_gpu if self.cuda else None)
-        self.host_s: dict[str, list[float]] = {}  # per callable: host seconds to enqueue each sample so far
+        self.host_s: dict[str, list[float]] = {}  # per callable: host seconds to enqueue one call, sample by sample
         self.last_prefill_s = 0.0
         self.info = LoopInfo()
         n = L2_FLUSH_BYTES if self.cuda else 32 * 1024 * 1024
         self.flush_buffer = torch.empty(n // 4, dtype=torch.int32, device=device)
 
-    def _prefill(self, name: str) -> float:
-        """The spin before a sample of `name` (0 without prefill); run here, outside the timed region."""
+    def _prefill(self, name: str, calls: int) -> float:
+        """The spin before a sample of `calls` calls of `name` (0 without prefill); run outside the timed region."""
         if not self.prefill or self.spin is None:
             return 0.0
         seen = self.host_s.get(name)
-        seconds = prefill_seconds(statistics.median(seen[-20:]) if seen else None)
+        seconds = prefill_seconds(statistics.median(seen[-20:]) * calls if seen else None)
         self.spin(seconds)
         return seconds
 
@@ -163,14 +164,14 @@ class Timer:
             fresh.append(slot)
         self.flush_buffer.zero_()
         n = len(fresh)
-        self.last_prefill_s = self._prefill(name)
+        self.last_prefill_s = self._prefill(name, n)
         if self.cuda:
             start, end, idle = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             start.record()
             t0 = time.perf_counter()
             for a in fresh:
                 out = fn(*a)
-            self.host_s.setdefault(name, []).append(time.perf_counter() - t0)
+            self.host_s.setdefault(name, []).append((time.perf_counter() - t0) / n)
             end.record()
             if self.device_sync:
                 # Everything the call issued, on any stream, is done after this; the third event therefore bounds the
@@ -186,7 +187,7 @@ class Timer:
         for a in fresh:
             out = fn(*a)
         elapsed = time.perf_counter() - t0
-        self.host_s.setdefault(name, []).append(elapsed)
+        self.host_s.setdefault(name, []).append(elapsed / n)
         ms = elapsed * 1e3 / n
         return ms, ms, out
 
@@ -279,7 +280,7 @@ class Timer:
             for name in fns:
                 host = self.host_s.get(name, [])[-iters:]
                 if host:
-                    info.host_ms[name] = statistics.median(host) * 1e3 / group
+                    info.host_ms[name] = statistics.median(host) * 1e3
         return samples, synced, kept
 
 

@@ -102,14 +102,6 @@ def test_large_speedup_is_reverified_and_flagged(tmp_path):
     assert "speedup_over_2x_reverified" in result.flags
 
 
-def test_a_mean_pulled_down_by_slow_calls_does_not_escape_reverification(tmp_path):
-    # every twentieth call sleeps 1 s: the mean speedup is far under 2x, the median and trimmed mean far above
-    caught = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_wrong_later_spiky.py",
-                        tmp_path, allow_torch_ops=True, warmup=2, iters=40, reverify_above=2.0)
-    assert caught.timing is not None and caught.timing.speedup < 2.0 < caught.timing.speedup_median
-    assert caught.error_kind == "mismatch" and "re-verified" in caught.error
-
-
 def test_reverification_catches_a_candidate_that_goes_wrong_after_timing(tmp_path):
     common = dict(allow_torch_ops=True, warmup=2, iters=40)  # 40: see above; the candidate counts its calls
     caught = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_wrong_later.py",

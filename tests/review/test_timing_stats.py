@@ -238,3 +238,14 @@ def test_prefill_covers_every_call_of_a_group(monkeypatch):
     samples, _, _ = timer.run({"f": fn}, sets(), warmup=3, iters=4, group=8)
     assert spins[3:] == pytest.approx([timing.PREFILL_FACTOR * 8 * 50e-6] * 4)  # 1.2 ms, not 3 x 50 us
     assert timer.info.host_ms == {"f": pytest.approx(0.05)} and samples["f"] == pytest.approx([0.05] * 4)
+
+
+def test_a_few_slow_samples_cannot_pull_a_suspect_under_the_reverification_threshold():
+    # 3 of 100 candidate samples 2000x slower (a loaded machine, or a cheat asleep now and then): the mean speedup
+    # falls from ~300x to ~5x, but the figure the re-verification threshold is held against stays ~300x
+    ref, cand = tight(3.0), tight(0.01)
+    slowed = cand[:97] + [20.0] * 3
+    hit = result(ref, slowed)
+    assert hit.speedup < 10 < hit.speedup_median
+    assert hit.suspect_speedup() == pytest.approx(max(hit.speedup_median, hit.speedup_trimmed))
+    assert result(ref, cand).suspect_speedup() == pytest.approx(300, rel=0.05)

@@ -155,9 +155,7 @@ def time_stage(w: Worker) -> None:
         timing.speedup_vs_compile = comp.mean_ms / cand.mean_ms
         update.update(compile_ms=comp.mean_ms, speedup_vs_compile=timing.speedup_vs_compile)
     w.log.update(timing=timing, flags=sorted(w.flags), output_bytes=w.output_bytes, **update)
-    # any of the three figures: a few slow samples on a loaded machine can pull the mean under the threshold (CI saw
-    # a ~300x candidate's mean at 1.2x), and a suspicious kernel must not escape the extra trials that way
-    suspicious = max(x for x in (timing.speedup, timing.speedup_median, timing.speedup_trimmed) if x is not None)
+    suspicious = timing.suspect_speedup()
     if suspicious > w.settings.reverify_above:
         reverify(w, suspicious)
     w.log.end_stage()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from kernelskill.memory.codeview import SourceView
 
@@ -52,9 +53,16 @@ def _statement_after(text: str, pos: int) -> str:
     return text[i : end + 1 if end >= 0 else len(text)]
 
 
-def _cuda_serial_loops(kernel: str) -> Iterator[tuple[str, str, str]]:
-    """(the loop variable and names derived from it as a regex alternative, accumulator, body) for every serial
-    folding loop of a non-cooperating CUDA kernel."""
+class SerialLoop(NamedTuple):
+    var: str  # the loop variable
+    along: str  # it and the names the body computes from it, as a regex alternative (int index = row + i)
+    bound: str  # what the loop runs up to, as written
+    acc: str  # the scalar it folds into
+    body: str
+
+
+def _cuda_serial_loops(kernel: str) -> Iterator[SerialLoop]:
+    """Every serial folding loop of a non-cooperating CUDA kernel."""
     if _COOPERATION.search(kernel):
         return
     for m in _SERIAL_FOR.finditer(kernel):
@@ -64,8 +72,9 @@ def _cuda_serial_loops(kernel: str) -> Iterator[tuple[str, str, str]]:
         along = _along(body, var)
         if not re.search(rf"\w+\s*\[[^\]]*\b(?:{along})\b[^\]]*\]", body):
             continue  # the loop does not read along its index
+        bound = re.search(rf";\s*{var}\s*<=?\s*([^;]*);", m.group(0)).group(1).strip()
         for acc in _accumulators(body, var):
-            yield along, acc, body
+            yield SerialLoop(var, along, bound, acc, body)
 
 
 def _along(body: str, var: str) -> str:
@@ -101,24 +110,20 @@ def _position_names(kernel: str) -> set[str]:
 
 
 def _cuda_scan(kernel: str) -> bool:
-    for var, acc, body in _cuda_serial_loops(kernel):
-        if re.search(rf"\w+\s*\[[^\]]*\b(?:{var})\b[^\]]*\]\s*=\s*[^;=]*\b{acc}\b", body):
-            return True
-    # a thread per output summing its own prefix: the loop's bound is the thread's position along the row
     positions = _position_names(kernel)
-    for m in _SERIAL_FOR.finditer(kernel):
-        var, header = m.group(1), m.group(0)
-        bound = re.search(rf";\s*{var}\s*<=?\s*([A-Za-z_]\w*)", header)
-        if bound and bound.group(1) in positions and _accumulators(_statement_after(kernel, m.end()), var):
+    for loop in _cuda_serial_loops(kernel):
+        if re.search(rf"\w+\s*\[[^\]]*\b(?:{loop.along})\b[^\]]*\]\s*=\s*[^;=]*\b{loop.acc}\b", loop.body):
+            return True
+        if loop.bound in positions:  # a thread per output summing its own prefix: it runs up to its own position
             return True
     return False
 
 
 def _cuda_matvec(kernel: str) -> bool:
-    for var, acc, body in _cuda_serial_loops(kernel):
-        vector = rf"\w+\s*\[\s*{var.split('|')[0]}\s*\]"  # indexed by the loop variable alone
-        matrix = rf"\w+\s*\[[^\]]*\b(?:{var})\b[^\]]*\]"
-        if re.search(rf"\b{acc}\s*\+=\s*(?:{vector}\s*\*\s*{matrix}|{matrix}\s*\*\s*{vector})", body):
+    for loop in _cuda_serial_loops(kernel):
+        vector = rf"\w+\s*\[\s*{loop.var}\s*\]"  # indexed by the loop variable alone
+        matrix = rf"\w+\s*\[[^\]]*\b(?:{loop.along})\b[^\]]*\]"
+        if re.search(rf"\b{loop.acc}\s*\+=\s*(?:{vector}\s*\*\s*{matrix}|{matrix}\s*\*\s*{vector})", loop.body):
             return True
     return False
 

@@ -140,15 +140,22 @@ def prepare(k: Kernel, out: Path, python: str, ext_dir: Path, timeout: float) ->
     if work.flops is None:
         notes.append(f"problem work unknown: {work.note}")
     if "load_inline" in k.candidate:
-        build = build_command(python, case / "candidate.py")
-        try:
-            done = subprocess.run(build, capture_output=True, text=True, timeout=timeout,
-                                  env=_env(ext_dir))  # fmt: skip
-            if done.returncode != 0:
-                notes.append(f"CUDA build failed: {(done.stderr.strip().splitlines() or ['?'])[-1][:300]}")
-        except subprocess.TimeoutExpired:
-            notes.append(f"CUDA build did not finish within {timeout:.0f} s")
+        problem = build_extensions(python, case / "candidate.py", _env(ext_dir), timeout)
+        notes += [problem] if problem else []
     return notes
+
+
+def build_extensions(python: str, candidate: Path, env: dict[str, str], timeout: float) -> str | None:
+    """Import the candidate once in a child (its load_inline builds land in env's TORCH_EXTENSIONS_DIR); None when
+    it built, else what went wrong, in one line."""
+    try:
+        done = subprocess.run(build_command(python, candidate), capture_output=True, text=True, timeout=timeout,
+                              env=env)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return f"CUDA build did not finish within {timeout:.0f} s"
+    if done.returncode != 0:
+        return f"CUDA build failed: {(done.stderr.strip().splitlines() or ['?'])[-1][:300]}"
+    return None
 
 
 def build_command(python: str, candidate: Path) -> list[str]:

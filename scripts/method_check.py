@@ -387,7 +387,7 @@ def write_case(case: Case, after: After, out: Path) -> Path:
 
 def prepare(case_dir: Path, python: str, ext_dir: Path, timeout: float) -> list[str]:
     """Count the problem's work and build the CUDA extensions of both variants; returns notes (problems found)."""
-    from capture_decision_bench import build_command
+    from capture_decision_bench import build_extensions
 
     from kernelskill.review.work import measure_problem_work
 
@@ -400,13 +400,9 @@ def prepare(case_dir: Path, python: str, ext_dir: Path, timeout: float) -> list[
         path = case_dir / f"{v}.py"
         if "load_inline" not in path.read_text():
             continue
-        try:
-            done = subprocess.run(build_command(python, path), capture_output=True, text=True, timeout=timeout,
-                                  env=_env(ext_dir))  # fmt: skip
-            if done.returncode != 0:
-                notes.append(f"{v}: CUDA build failed: {(done.stderr.strip().splitlines() or ['?'])[-1][:300]}")
-        except subprocess.TimeoutExpired:
-            notes.append(f"{v}: CUDA build did not finish within {timeout:.0f} s")
+        problem = build_extensions(python, path, _env(ext_dir), timeout)
+        if problem:
+            notes.append(f"{v}: {problem}")
     return notes
 
 

@@ -106,7 +106,10 @@ def test_reverification_catches_a_candidate_that_goes_wrong_after_timing(tmp_pat
     common = dict(allow_torch_ops=True, warmup=2, iters=40)  # 40: see above; the candidate counts its calls
     caught = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_wrong_later.py",
                         tmp_path / "on", reverify_above=2.0, **common)
-    assert caught.error_kind == "mismatch" and "re-verified" in caught.error
+    t = caught.timing  # said on failure: CI saw this pass as correct, unexplained (not reproduced under load here)
+    why = (f"timing={t and (t.speedup, t.speedup_median, t.speedup_trimmed, t.iters, t.retimed)} "
+           f"flags={caught.flags} stage_seconds={caught.stage_seconds}")
+    assert caught.error_kind == "mismatch" and "re-verified" in caught.error, why
     assert "speedup_over_2x_reverify_failed" in caught.flags
     missed = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_wrong_later.py",
                         tmp_path / "off", reverify_above=1e9, **common)

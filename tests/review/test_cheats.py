@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernelskill.review import timing
 from tests.conftest import run_review
 
 P01 = "problems/p01_pointwise_gelu_chain.py"
@@ -103,12 +104,16 @@ def test_large_speedup_is_reverified_and_flagged(tmp_path):
 
 
 def test_reverification_catches_a_candidate_that_goes_wrong_after_timing(tmp_path):
-    common = dict(allow_torch_ops=True, warmup=2, iters=40)  # 40: see above; the candidate counts its calls
+    # 10 timed calls, the fewest the timer cuts a loop to, so the count of calls before re-verification does not
+    # depend on the machine's load (CI once cut 40 to 10 and the candidate, counting to 50, was never wrong); the
+    # trigger is the largest of mean, median and trimmed mean, so one descheduled call cannot hide the speedup
+    common = dict(allow_torch_ops=True, warmup=2, iters=10)
     caught = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_wrong_later.py",
                         tmp_path / "on", reverify_above=2.0, **common)
-    t = caught.timing  # said on failure: CI saw this pass as correct, unexplained (not reproduced under load here)
+    t = caught.timing
     why = (f"timing={t and (t.speedup, t.speedup_median, t.speedup_trimmed, t.iters, t.retimed)} "
            f"flags={caught.flags} stage_seconds={caught.stage_seconds}")
+    assert caught.timing.iters == timing.MIN_ITERS == 10, why  # what the candidate's count of 20 assumes
     assert caught.error_kind == "mismatch" and "re-verified" in caught.error, why
     assert "speedup_over_2x_reverify_failed" in caught.flags
     missed = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_wrong_later.py",

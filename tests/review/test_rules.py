@@ -110,3 +110,14 @@ def test_under_kernelbench_rules_a_candidate_cannot_read_its_own_source_back(tmp
     strict = run_review(P01, "rules/p01_reads_own_source.py", tmp_path / "strict", timing=False)
     assert not strict.correct and strict.error_kind == "runtime_error"
     assert "Unable to cast 2.0 to Tensor" in strict.error
+
+
+def test_modules_are_moved_to_the_device_before_every_trial_as_kernelbench_does(tmp_path):
+    """KernelBench's harness calls `.cuda()` on both models before each trial. CUDA-L1's L3/39 (GRU) captures a CUDA
+    graph on its first call; the GRU re-packs its weights on every move, the graph reads the freed buffer, and
+    KernelBench fails 2 of its 5 trials where a harness that moves the modules once passed all. The candidate here
+    does the same on the CPU (its weight moved to a new tensor on every `_apply`, the old one overwritten)."""
+    result = run_review("problems/p08_linear_bias_relu.py", "candidates/special/k01_stale_after_move.py", tmp_path,
+                        rules="kernelbench", timing=False)
+    assert result.error_kind == "mismatch", (result.error_kind, result.error)
+    assert "trial 1 of" in result.error, result.error

@@ -56,7 +56,11 @@ def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool,
     ref_args = w.copy_args(inputs)
     cand_args = w.copy_args(inputs) if w.guards.clone_inputs else ref_args
 
+    # Both modules are moved to the device again before each trial, as KernelBench's harness does (`.cuda()`): a
+    # no-op for most modules, but an RNN re-packs its weights into a new buffer, and a candidate that kept the old
+    # buffer (a CUDA graph captured on its first call) must not pass here and fail there.
     def reference():
+        w.ref_model.to(w.device)
         if index == 0:
             w.reference_tf32 = tf32_settings(torch)
         with w.ref_trace if index == 0 else nullcontext():
@@ -67,6 +71,7 @@ def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool,
         return kept
 
     def candidate():
+        w.candidate.model.to(w.device)
         poison(w)
         w.tracker.trace = w.cand_trace
         try:

@@ -13,7 +13,9 @@ protocols interleaved. The figure compared is the one each protocol reports: the
 trimmed mean (robust), with the median beside it.
 
 Every review is appended to OUT/timing_spread.jsonl as it ends and skipped when the script is run again, so a run
-split across several GPU leases adds up; --budget stops it cleanly. At the end (or with --table-only) it prints,
+split across several GPU leases adds up; --budget stops it cleanly. A row keeps the review's figures, its flags, the
+relative MADs, group, prefill and host times, and every sample in order (so where the slow ones fall can be read
+afterwards). Re-verification is off: it runs after the timing and would only spend device time. At the end (or with --table-only) it prints,
 per task: the eager time, the spread max/min of each protocol quiet and busy, the robust protocol's noisy reviews,
 the precision and speed-of-light columns of the last review, and how many tasks meet 1.05 (1.02 above 1 ms).
 """
@@ -80,11 +82,25 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
     from kernelskill.review.reviewer import review
     from kernelskill.settings import ReviewSettings
 
-    settings = ReviewSettings(device=device, rules="kernelbench", timing_protocol=protocol,
+    # No re-verification: it runs after the timing and decides nothing about it, and its extra trials would take
+    # a fifth of the device time of a run that has little
+    settings = ReviewSettings(device=device, rules="kernelbench", timing_protocol=protocol, reverify_above=1e12,
                               **({"warmup": 2, "iters": 20} if device == "cpu" else {}))
+    start = time.perf_counter()
     r = review(task["problem"], read_candidate(Path(task["kernel"])), settings, log_dir=log_dir)
     t, sol, prec = r.timing, r.speed_of_light, r.precision
-    return {"correct": r.correct, "error": (r.error or "")[:200],
+
+    def samples(stats) -> list[float]:  # in order, to see where the slow ones fall (a clock ramp, a stall)
+        return [float(f"{x * 1e3:.4g}") for x in stats.samples_ms] if stats else []
+
+    return {"correct": r.correct, "error": (r.error or "")[:200], "wall_s": round(time.perf_counter() - start, 2),
+            "time_stage_s": (r.stage_seconds or {}).get("time"),
+            "ref_rel_mad": t.reference.rel_mad if t else None, "cand_rel_mad": t.candidate.rel_mad if t else None,
+            "retimed": t.retimed if t else None, "prefill_us": t.prefill_us if t else None,
+            "host_us": t.host_us if t else None, "flags": [f for f in r.flags if f.split(":")[0] in
+                                                           ("host_bound", "noisy_timing", "timing_retimed")],
+            "ref_samples_us": samples(t.reference if t else None),
+            "cand_samples_us": samples(t.candidate if t else None),
             "speedup": t.speedup if t else None, "speedup_median": t.speedup_median if t else None,
             "speedup_trimmed": getattr(t, "speedup_trimmed", None) if t else None,
             "noisy": getattr(t, "noisy_reason", None) if t and getattr(t, "noisy", False) else None,
@@ -173,9 +189,12 @@ def main() -> int:
                         rows.append(row)
                         with jsonl.open("a") as f:
                             f.write(json.dumps(row) + "\n")
+                        left = deadline - time.monotonic()
                         print(f"{condition} {protocol} {t['task']} #{repeat}: "
-                              f"{reported(row) or float('nan'):.3f}x" + (f" noisy ({row['noisy']})" if row["noisy"]
-                                                                         else ""), flush=True)
+                              f"{reported(row) or float('nan'):.3f}x in {row['wall_s']:.1f} s"
+                              + (f" noisy ({row['noisy']})" if row["noisy"] else "")
+                              + ("" if row["correct"] else f" NOT CORRECT: {row['error'][:120]}")
+                              + f" [{len(rows)} done, {left:.0f} s of the budget left]", flush=True)
     if stopped:
         print(f"budget of {args.budget:.0f} s spent: run again with the same --out to go on", flush=True)
     table(rows, tasks)

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,15 +78,40 @@ class Busy:
             p.wait()
 
 
-def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
-    from kernelskill.candidate import read_candidate
-    from kernelskill.review.reviewer import review
+def settings_for(protocol: str, device: str):
     from kernelskill.settings import ReviewSettings
 
     # No re-verification: it runs after the timing and decides nothing about it, and its extra trials would take
     # a fifth of the device time of a run that has little
-    settings = ReviewSettings(device=device, rules="kernelbench", timing_protocol=protocol, reverify_above=1e12,
-                              **({"warmup": 2, "iters": 20} if device == "cpu" else {}))
+    return ReviewSettings(device=device, rules="kernelbench", timing_protocol=protocol, reverify_above=1e12,
+                          **({"warmup": 2, "iters": 20} if device == "cpu" else {}))
+
+
+def prebuild_all(tasks: list[dict], device: str, log_dir: Path, jobs: int) -> None:
+    """Build every CUDA kernel into the build cache first, `jobs` at a time on the CPU cores, so no review waits
+    for a compiler (30 serial builds took minutes of a short GPU lease)."""
+    from kernelskill.candidate import read_candidate
+    from kernelskill.review.reviewer import prebuild
+
+    def one(t: dict) -> str:
+        built = prebuild(t["problem"], read_candidate(Path(t["kernel"])), settings_for("robust", device),
+                         log_dir=log_dir / "prebuild" / t["task"].replace("/", "_"))
+        if built is None:
+            return "nothing to build ahead"
+        return f"built in {built.seconds:.0f} s" if built.result is None else f"does not compile: {built.result.error}"
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for t, said in zip(tasks, pool.map(one, tasks)):
+            print(f"prebuild {t['task']}: {said[:160]}", flush=True)
+    print(f"prebuilds done in {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
+    from kernelskill.candidate import read_candidate
+    from kernelskill.review.reviewer import review
+
+    settings = settings_for(protocol, device)
     start = time.perf_counter()
     r = review(task["problem"], read_candidate(Path(task["kernel"])), settings, log_dir=log_dir)
     t, sol, prec = r.timing, r.speed_of_light, r.precision
@@ -156,6 +182,8 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--budget", type=float, default=540.0, help="seconds; the rest is left for the next run")
     ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--prebuild-jobs", type=int, default=os.cpu_count() or 2,
+                    help="CUDA kernels built at once into the build cache before the first review")
     ap.add_argument("--logs", type=Path, default=None, help="keep the reviews' worker logs here (default: a temporary "
                     "folder, so OUT holds only timing_spread.jsonl: a GPU lease returns few files)")
     args = ap.parse_args()
@@ -172,6 +200,8 @@ def main() -> int:
     done = {(r["task"], r["condition"], r["protocol"], r["repeat"]) for r in rows}
     logs = args.logs or Path(tempfile.mkdtemp(prefix="timing-spread-logs-"))
     deadline = time.monotonic() + args.budget
+    if not args.table_only and len(done) < len(tasks) * len(CONDITIONS) * len(PROTOCOLS) * args.repeats:
+        prebuild_all(tasks, args.device, logs, args.prebuild_jobs)
     stopped = False
     for condition in CONDITIONS if not args.table_only else ():
         with Busy(condition == "busy"):

@@ -8,6 +8,8 @@ the result says why.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import run_review
 
 SQUARE = "precision/p_square.py"
@@ -75,5 +77,46 @@ def test_the_review_renders_precision_and_input_distributions(tmp_path):
     print_review(result, console)
     text = console.export_text()
     assert "normal, scaled x10, offset +5" in text
-    assert "computes in float16; fails atol=rtol=0.0001" in text and "reference TF32: cudnn.allow_tf32" in text
+    assert "computes in float16 (code); fails atol=rtol=0.0001" in text and "reference TF32: cudnn.allow_tf32" in text
     assert "reduced_precision" in text
+
+
+# GPU kernel names the profiled verify trial saw in the CUDA-L1 bench run on the H200 (docs/h200/kernelbench/)
+H200_KERNELS = {
+    "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas":
+        ["tf32"],
+    "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>"
+    "(cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4::Params)": ["tf32"],
+    "sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x32x16_stage1_warpsize4x1x1_g1": ["float16"],
+    "nvjet_sm90_hsh_128x16_64x11_4x1_v_bz_splitK_bias_TNT": ["float16"],
+    "void cudnn::engines_precompiled::nchwToNhwcKernel<__half, __half, float, false, true, (cudnnKernelDataType_t)0>":
+        ["float16"],
+    "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas":
+        [],
+    "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_nn_align1>(cutlass_80_simt_sgemm_64x64_8x5_nn_align1::Params)":
+        [],
+    "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float, cutlass::arch::Sm80>)": [],
+    "void gemmSN_TN_kernel<float, 128, 16, 2, 4, 10, 11, false, cublasGemvTensorStridedBatched<float const>>": [],
+}
+
+
+@pytest.mark.parametrize("name", sorted(H200_KERNELS))
+def test_kernel_dtypes_read_the_math_vendor_kernels_name(name):
+    from kernelskill.review.precision import kernel_dtypes
+
+    assert kernel_dtypes([name]) == H200_KERNELS[name]
+
+
+def test_a_tf32_library_kernel_behind_plain_code_makes_an_fp32_result_reduced_precision():
+    """torch.matmul under allow_tf32 shows no reduced dtype in the code; the cuBLAS kernel's name does. An fp32
+    problem whose candidate fails the strict tolerance and launched it is reduced_precision; without the kernel, or
+    within the strict tolerance, it is not."""
+    from kernelskill.review.precision import settle
+    from kernelskill.review.results import Precision
+
+    measured = Precision(output_dtypes=["float32"], strict_tolerance_ok=False, strict_mismatched=12)
+    tf32 = ["sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_kernel__5x_cublas"]
+    flagged = settle(measured, [], True, tf32)
+    assert flagged.kernel_dtypes == ["tf32"] and flagged.reduced_precision
+    assert not settle(measured, [], True, ()).reduced_precision
+    assert not settle(measured.model_copy(update={"strict_tolerance_ok": True}), [], True, tf32).reduced_precision

@@ -1,6 +1,7 @@
-"""How honest a correct verdict is about numerics: the dtypes a candidate computes in (read from its source), a
-strict tolerance besides the configured one, the TF32 settings the reference ran under, and the input
-distributions the verify trials use besides get_inputs()' own.
+"""How honest a correct verdict is about numerics: the dtypes a candidate computes in (read from its source, and
+from the names of the library kernels it launched in the profiled trial), a strict tolerance besides the configured
+one, the TF32 settings the reference ran under, and the input distributions the verify trials use besides
+get_inputs()' own.
 
 The static part runs in the reviewer, never in the worker that ran candidate code; the rest is measured by the
 verify stage (worker/verify.py) from the outputs it compares anyway.
@@ -102,6 +103,29 @@ def distributed(inputs: list, name: str, torch) -> list:
     return [fn(v) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs]
 
 
+# dtype -> patterns over the names of the GPU kernels the candidate launched (the profiled verify trial): what the
+# vendor libraries' kernels say they compute in. Seen on the H200 (CUDA-L1's kernels, docs/h200/kernelbench):
+# cuBLAS/cuDNN `sm90_xmma_gemm_f32f32_tf32f32_f32_...`, `sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_...`, CUTLASS
+# `cutlass_80_tensorop_s1688gemm_...` (fp32 data on the m16n8k8 TF32 tensor-core instruction), cuBLAS's nvjet
+# `nvjet_sm90_hsh_...` (a VGG16 candidate that called .half()), cuDNN `...<__half, __half, float, ...>`. A plain
+# fp32 kernel (`..._f32f32_f32f32_f32_..._ffma_...`, `cutlass_80_simt_sgemm_...`) matches none.
+_KERNEL_DTYPES = {
+    "tf32": r"tf32|tensorop_s1688",
+    "bfloat16": r"bf16|__nv_bfloat16|BFloat16",
+    "float16": r"(?<!b)f16(?!x)|__half\b|\bhalf\b|c10::Half|nvjet_sm\d+_hs|tensorop_h\d",
+    "float8": r"e4m3|e5m2|fp8",
+}
+
+
+def kernel_dtypes(names) -> list[str]:
+    """The reduced-precision dtypes the names of launched GPU kernels show (vendor libraries name their math)."""
+    found = []
+    for dtype, pattern in _KERNEL_DTYPES.items():
+        if any(re.search(pattern, name) for name in names):
+            found.append(dtype)
+    return found
+
+
 def nonfinite(out, torch) -> tuple[int, int]:
     """(non-finite elements, all elements) over a forward's floating-point output tensors."""
     from kernelskill.review.compare import flatten_outputs
@@ -114,10 +138,13 @@ def nonfinite(out, torch) -> tuple[int, int]:
     return bad, total
 
 
-def settle(measured: Precision | None, dtypes: list[str], verified: bool) -> Precision:
-    """The review's precision record: what verify measured with the static dtypes; `reduced_precision` when an fp32
-    problem's candidate passed the configured tolerance but not the strict one and its code computes in less."""
-    p = (measured or Precision()).model_copy(update={"compute_dtypes": dtypes})
+def settle(measured: Precision | None, dtypes: list[str], verified: bool, kernels=()) -> Precision:
+    """The review's precision record: what verify measured, the dtypes seen in the code and those the launched
+    kernels' names show (`kernels`: the profiled trial's GPU kernel names); `reduced_precision` when an fp32 problem's
+    candidate passed the configured tolerance but not the strict one and its code or its kernels compute in less."""
+    p = (measured or Precision()).model_copy(update={"compute_dtypes": dtypes,
+                                                     "kernel_dtypes": kernel_dtypes(kernels)})
     p.reduced_precision = bool(verified and p.output_dtypes and set(p.output_dtypes) == {"float32"}
-                               and p.strict_tolerance_ok is False and set(dtypes) & set(LOW_PRECISION))
+                               and p.strict_tolerance_ok is False
+                               and (set(dtypes) | set(p.kernel_dtypes)) & set(LOW_PRECISION))
     return p

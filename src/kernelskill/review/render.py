@@ -34,7 +34,9 @@ def _ms(value: float | None) -> str:
 
 def precision_line(p: Precision) -> str:
     """The precision record in one line: dtypes seen in the code, the strict tolerance, the reference's TF32."""
-    parts = [f"computes in {', '.join(p.compute_dtypes)}" if p.compute_dtypes else "no reduced-precision dtype seen"]
+    seen = [f"{', '.join(p.compute_dtypes)} (code)"] if p.compute_dtypes else []
+    seen += [f"{', '.join(p.kernel_dtypes)} (its kernels' names)"] if p.kernel_dtypes else []
+    parts = [f"computes in {'; '.join(seen)}" if seen else "no reduced-precision dtype seen"]
     if p.strict_tolerance_ok is not None:
         parts.append(f"{'passes' if p.strict_tolerance_ok else 'fails'} atol=rtol={p.strict_atol:g}"
                      + (f" ({p.strict_mismatched} elements outside)" if p.strict_mismatched else ""))
@@ -79,7 +81,8 @@ def print_review(result: ReviewResult, console: Console | None = None) -> None:
         if v.distributions:
             skipped = "".join(f"; {name} skipped: {why}" for name, why in v.skipped_distributions.items())
             table.add_row("inputs", ", ".join(v.distributions) + skipped)
-    if r.precision is not None and (r.precision.compute_dtypes or r.precision.strict_tolerance_ok is not None):
+    if r.precision is not None and (r.precision.compute_dtypes or r.precision.kernel_dtypes
+                                    or r.precision.strict_tolerance_ok is not None):
         table.add_row("precision", precision_line(r.precision))
     if r.timing is not None:
         t = r.timing

@@ -68,6 +68,9 @@ class Precision(BaseModel):
     """How precisely the candidate computes, beside the configured tolerance (review/precision.py)."""
 
     compute_dtypes: list[str] = Field(default_factory=list)  # float16, bfloat16, float8, tf32: seen in its code
+    # the same, shown by the names of the GPU kernels it launched (cuBLAS/cuDNN/CUTLASS name their math; the profiled
+    # verify trial, CUDA only): a TF32 library GEMM behind torch.matmul shows here, not in the code
+    kernel_dtypes: list[str] = Field(default_factory=list)
     output_dtypes: list[str] = Field(default_factory=list)  # the reference's floating-point output dtypes
     strict_atol: float = 1e-4
     strict_rtol: float = 1e-4

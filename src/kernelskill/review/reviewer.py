@@ -270,7 +270,8 @@ def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_p
     # a stage that did not finish still gets its elapsed share in the log; flags always survive
     result["flags"] = list(found.flags or [])
     result["precision"] = settle(found.precision, base["precision"].compute_dtypes,
-                                 found.verify is not None and found.verify.ok)
+                                 found.verify is not None and found.verify.ok,
+                                 found.kernels.profiled_kernels if found.kernels else ())
     if result["precision"].reduced_precision:  # a flag, not a verdict: the configured tolerance decides
         result["flags"].append("reduced_precision")
     if problem is not None:

@@ -13,16 +13,18 @@ from pathlib import Path
 
 from kernelskill.llm.base import Completion, LLMError, Message, Usage
 from kernelskill.loop.evaluator import LocalEvaluator
-from kernelskill.review.results import CompileResult, ReviewResult
+from kernelskill.review.results import CompileResult, ReviewResult, TimingResult, TimingStats
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROBLEM = EXAMPLES / "gelu_chain.py"
 
 
-def kernel(verdict: str, speedup: float | None = None, note: str = "") -> str:
+def kernel(verdict: str, speedup: float | None = None, note: str = "", robust: float | None = None) -> str:
     """A reply holding a whole candidate (the example's fused Triton kernel, so the decision policy sees a real
-    kernel) whose review the fake reviewer decides from its verdict comment."""
-    marker = f"# verdict: {verdict}" + (f" {speedup}" if speedup is not None else "")
+    kernel) whose review the fake reviewer decides from its verdict comment; `robust`: the speedup on trimmed means,
+    where a few disturbed samples moved the mean."""
+    marker = (f"# verdict: {verdict}" + (f" {speedup}" if speedup is not None else "")
+              + (f" robust {robust}" if robust is not None else ""))
     source = (EXAMPLES / "gelu_chain_triton.py").read_text()
     return f"Here is the kernel ({note or verdict}).\n\n```python\n{marker}\n{source}```\n"
 
@@ -75,7 +77,19 @@ class AgentScript:
         return {agent: len(q) for agent, q in self.replies.items() if q}
 
 
-_VERDICT = re.compile(r"# verdict: (\w+)(?: ([\d.]+))?")
+_VERDICT = re.compile(r"# verdict: (\w+)(?: ([\d.]+))?(?: robust ([\d.]+))?")
+
+
+def _timing(mean_speedup: float, robust_speedup: float) -> TimingResult:
+    """A timing whose candidate mean gives `mean_speedup` and whose trimmed mean gives `robust_speedup` over a
+    reference of 1 ms (the candidate's mean moved by a few disturbed samples)."""
+    def stats(mean: float, trimmed: float) -> TimingStats:
+        return TimingStats(samples_ms=[trimmed], mean_ms=mean, median_ms=trimmed, std_ms=0.0, min_ms=trimmed,
+                           max_ms=mean, trimmed_mean_ms=trimmed)
+
+    return TimingResult(clock="cpu_perf_counter", method="scripted", warmup=1, iters=20, reference=stats(1.0, 1.0),
+                        candidate=stats(1.0 / mean_speedup, 1.0 / robust_speedup), speedup=mean_speedup,
+                        speedup_median=robust_speedup, speedup_trimmed=robust_speedup)
 
 
 class FakeEvaluator(LocalEvaluator):
@@ -93,8 +107,9 @@ class FakeEvaluator(LocalEvaluator):
         self.reviewed.append(verdict)
         base = dict(device="cpu", backend="triton", problem=str(problem), candidate=candidate.filename)
         if verdict == "correct":
+            timing = _timing(speedup, float(m.group(3))) if m.group(3) else None
             return ReviewResult(**base, compiled=True, correct=True, stage=None, error=None, speedup=speedup,
-                                ref_ms=1.0, candidate_ms=1.0 / speedup)
+                                ref_ms=1.0, candidate_ms=1.0 / speedup, timing=timing)
         if verdict == "compile_error":
             return ReviewResult(**base, compiled=False, correct=False, stage="compile", error_kind="compile_error",
                                 error="kernel.py:3: error: expected ';'",

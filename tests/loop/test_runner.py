@@ -263,3 +263,19 @@ def test_on_a_gpu_the_decision_reads_the_problems_floor(tmp_path, monkeypatch):
     assert runs["sol_ms"]["status"] == "ok" and runs["sol_ms"]["value"] > 0
     pct = next(d for d in decision.decision["derived"] if d["id"] == "pct_of_floor")
     assert pct["value"] == pytest.approx(100 * runs["sol_ms"]["value"] / 0.5)
+
+
+def test_kernels_are_compared_on_trimmed_means_so_a_few_slow_samples_do_not_decide_the_best(tmp_path):
+    """Round 2's mean says 1.9x (below round 1's 2.0x) only because a few samples were slow; its trimmed mean says
+    2.6x. It becomes best and base (2.6 / 2.0 > 1.3); the reported figure stays the paper's mean-based one."""
+    client = AgentScript(
+        generator=[kernel("correct", 1.0)],
+        feature_extractor=[features(), features()],
+        planner=[plan("kernel_fusion"), plan("cuda_graphs")],
+        optimizer=[kernel("correct", 2.0, robust=2.0), kernel("correct", 1.9, robust=2.6)],
+    )
+    s = run(tmp_path, client, seeds=1, rounds=2)
+    r1, r2 = (r for r in s.history if r.round > 0)
+    assert r1.promoted == "best+base"
+    assert r2.promoted == "best+base", [(r.label, r.promoted, r.speedup) for r in s.history]
+    assert s.best_label == "round-02" and s.best_speedup == pytest.approx(1.9)

@@ -105,7 +105,7 @@ class TaskRunner:
         st = self.state
         st.history.sort(key=lambda rec: (rec.round, rec.slot))
         if correct:
-            top = min(correct, key=lambda r: r.ms if r.ms is not None else float("inf"))
+            top = min(correct, key=lambda r: r.compare_ms if r.compare_ms is not None else float("inf"))
             st.best = st.base = top
             for rec in st.history:
                 if rec.label == top.label:
@@ -257,14 +257,14 @@ class TaskRunner:
         if came_from_chain:
             self._end_chain()
             method, goal = chain_method, chain_goal
-        assert ref.ms is not None
-        is_best, is_base = promotion(ref.ms, st.best, st.base, st.reference_ms() or 1.0, ctx.settings.rt,
+        assert ref.compare_ms is not None
+        is_best, is_base = promotion(ref.compare_ms, st.best, st.base, st.reference_ms() or 1.0, ctx.settings.rt,
                                      ctx.settings.at)
         old_base = st.base
         if is_best:
             st.best = ref
         if method is not None and old_base is not None:
-            outcome = "promoted" if is_base else "improved" if ref.ms < (old_base.ms or 0) else "not_faster"
+            outcome = "promoted" if is_base else "improved" if ref.compare_ms < (old_base.compare_ms or 0) else "not_faster"
             self._remember(Attempt(label=ref.label, method=method, plan=goal or "", outcome=outcome,
                                    speedup=st.speedup_of(ref), base_speedup=st.speedup_of(old_base),
                                    detail=f"fixed after {n_repairs} repair{'s' if n_repairs != 1 else ''}"
@@ -321,7 +321,9 @@ class TaskRunner:
         feedback = review_feedback(result)
         return KernelRef(candidate_id=row.id, label=label, path=row.path, source=source,
                          speedup=result.speedup if result.correct else None,
-                         ms=result.candidate_ms if result.correct else None, feedback=feedback)
+                         ms=result.candidate_ms if result.correct else None,
+                         robust_ms=result.timing.candidate.trimmed_mean_ms if result.correct and result.timing else None,
+                         feedback=feedback)
 
     def _decide(self, i: int, round_id: int, base: KernelRef, tag: dict):
         """Features (rules + the Feature Extractor) and, on a GPU, the profile of the base → the decision policy."""

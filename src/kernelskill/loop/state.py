@@ -23,8 +23,16 @@ class KernelRef(BaseModel):
     path: str  # relative to the run folder
     source: str
     speedup: float | None = None  # vs PyTorch eager; None when it failed or was not timed
-    ms: float | None = None
+    ms: float | None = None  # the review's mean time per call (the paper's figure, which the loop reports)
+    robust_ms: float | None = None  # the same samples' trimmed mean (TimingStats): what kernels are compared on
     feedback: ReviewFeedback
+
+    @property
+    def compare_ms(self) -> float | None:
+        """The time two kernels are compared on: the trimmed mean where the review has one, so that a few
+        disturbed samples (a descheduled host, a busy build beside the timing) do not decide which kernel is best;
+        on clean samples it drops nothing and equals the mean."""
+        return self.robust_ms if self.robust_ms is not None else self.ms
 
 
 class LoopState(BaseModel):
@@ -61,15 +69,16 @@ def promotion(ms: float, best: KernelRef | None, base: KernelRef | None, ref_ms:
               at: float) -> tuple[bool, bool]:
     """(becomes best, becomes base) for a correct kernel that runs in `ms`.
 
+    `ms` and the kernels' times are KernelRef.compare_ms (trimmed means where the reviews have them).
     The published rule on speedups vs eager: best when faster than the best so far; base when it is the first
     correct kernel, or speedup / base speedup > 1 + rt, or speedup − base speedup > at (rt = at = 0.3). Speedups
     here divide one reference time, `ref_ms` (the median of every eager timing taken during the task), by each
     kernel's own time: the eager time of a small problem is the noisiest number a review takes, and comparing two
     kernels must not depend on how the reference happened to time in their two reviews.
     """
-    is_best = best is None or best.ms is None or ms < best.ms
-    if base is None or base.ms is None:
+    is_best = best is None or best.compare_ms is None or ms < best.compare_ms
+    if base is None or base.compare_ms is None:
         return is_best, True
-    speedup, base_speedup = ref_ms / ms, ref_ms / base.ms
+    speedup, base_speedup = ref_ms / ms, ref_ms / base.compare_ms
     is_base = speedup / base_speedup > 1 + rt or speedup - base_speedup > at
     return is_best, is_base

@@ -62,11 +62,13 @@ def test_cli_prints_the_accuracy_and_json(tmp_path):
 
 
 def copy_bench(tmp_path, edit):
-    for f in (NCU_DATA / "h200").iterdir():
-        shutil.copy(f, tmp_path / f.name)
+    """The seeded folder, edited, with the LLM fixtures its manifest points into (../../decision/llm)."""
+    dest = tmp_path / "ncu" / "h200"
+    shutil.copytree(NCU_DATA / "h200", dest)
+    shutil.copytree(NCU_DATA.parent / "decision", tmp_path / "decision")
     data = yaml.safe_load(SEEDED.read_text())
     edit(data)
-    path = tmp_path / "decision_bench.yaml"
+    path = dest / "decision_bench.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -91,10 +93,11 @@ def test_manifest_problems_are_named(tmp_path, kb):
         data["kernels"][1]["metrics"] = "missing.csv"
         data["kernels"][2]["id"] = data["kernels"][3]["id"]
 
+    path = copy_bench(tmp_path, break_it)
     with pytest.raises(KernelSkillError) as err:
-        load_manifest(copy_bench(tmp_path, break_it), kb)
+        load_manifest(path, kb)
     text = str(err.value)
     assert "expert method 'warp_magic' is not in the knowledge base" in text
     assert "metrics file missing.csv does not exist" in text and "appears twice" in text
-    r = runner.invoke(memory_app, ["bench", str(tmp_path / "decision_bench.yaml")])
+    r = runner.invoke(memory_app, ["bench", str(path)])
     assert r.exit_code == 2 and "warp_magic" in r.stderr

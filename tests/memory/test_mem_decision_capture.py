@@ -204,8 +204,9 @@ def test_llm_kernels_from_a_folder_and_from_a_run(tmp_path, kb):
 
 def test_captures_merge_into_the_seeded_folder_once(tmp_path, fakes, kb):
     ncu, python = fakes
-    out, seeded = tmp_path / "out", tmp_path / "seeded"
+    out, seeded = tmp_path / "out", tmp_path / "data" / "ncu" / "h200"
     shutil.copytree(NCU_DATA / "h200", seeded)
+    shutil.copytree(NCU_DATA.parent / "decision", tmp_path / "data" / "decision")  # the fixtures it points into
     before = len(load_manifest(seeded / "decision_bench.yaml", kb).kernels)
     assert dbench.main(["--out", str(out), "--only", "serial_softmax_cuda", "--ncu", ncu, "--python", python,
                         "--merge-into", str(seeded)]) == 0  # fmt: skip
@@ -216,3 +217,29 @@ def test_captures_merge_into_the_seeded_folder_once(tmp_path, fakes, kb):
         assert (seeded / name).is_file(), name
     assert dbench.main(["--out", str(out), "--merge-into", str(seeded), "--merge-only"]) == 0  # again: nothing new
     assert len(load_manifest(seeded / "decision_bench.yaml", kb).kernels) == before + 1
+
+
+def test_a_captured_llm_fixture_is_referenced_not_copied(tmp_path, fakes, kb):
+    """A captured kernel that is one of the repository's LLM fixtures (the same bytes) gets an entry pointing at the
+    fixture's candidate.py; no second copy of it or its problem lands in the seeded folder. A kernel that differs
+    from its namesake among the fixtures is copied as before."""
+    ncu, python = fakes
+    llm, fixtures = tmp_path / "llm", tmp_path / "data" / "decision" / "llm"
+    seeded, out = tmp_path / "data" / "ncu" / "h200", tmp_path / "out"
+    case = next(c for c in CASES if c.name == "serial_softmax_cuda")
+    for root in (llm, fixtures):
+        for name in ("softmax_gpt", "softmax_other"):
+            (root / name).mkdir(parents=True)
+            (root / name / "problem.py").write_text(case.reference)
+            (root / name / "candidate.py").write_text(case.candidate)
+            (root / name / "labels.yaml").write_text("expert: [block_reduction]\nwhy: a thread per row\n")
+    (fixtures / "softmax_other" / "candidate.py").write_text(case.candidate + "# another version\n")
+    seeded.mkdir(parents=True)
+    assert dbench.main(["--out", str(out), "--no-classic", "--llm", str(llm), "--ncu", ncu, "--python", python,
+                        "--merge-into", str(seeded), "--fixtures", str(fixtures)]) == 0  # fmt: skip
+    entries = {k.id: k for k in load_manifest(seeded / "decision_bench.yaml", kb).kernels}
+    assert entries["llm_softmax_gpt"].code == "../../decision/llm/softmax_gpt/candidate.py"
+    assert not (seeded / "llm_softmax_gpt.py").exists() and not (seeded / "llm_softmax_gpt.problem.py").exists()
+    assert (seeded / "llm_softmax_gpt.csv").is_file()  # the capture itself belongs to the seeded folder
+    assert entries["llm_softmax_other"].code == "llm_softmax_other.py" and (seeded / "llm_softmax_other.py").is_file()
+    run_bench(seeded / "decision_bench.yaml", kb)  # the manifest loads and decides with the referenced code

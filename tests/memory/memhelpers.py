@@ -14,6 +14,7 @@ from kernelskill.memory.evidence import Evidence, FeatureValue, ProfilerKernel, 
 from kernelskill.memory.features import unknown_features
 from kernelskill.memory.knowledge import KnowledgeBase
 from kernelskill.memory.ncu import KernelRecord, MetricValue, NcuReport
+from kernelskill.review.work import ProblemWork
 
 REPO = Path(__file__).resolve().parents[2]
 NCU_DATA = REPO / "tests" / "data" / "ncu"
@@ -72,10 +73,14 @@ def make_evidence(
     profiler: dict[str, float] | None = None,
     kernel: str = "candidate_kernel",
     base: bool = True,
+    problem: dict[str, Any] | None = None,
 ) -> Evidence:
-    """Evidence from field overrides (on BASE_FIELDS unless base=False), code-feature overrides (on BASE_CODE) and
-    an optional profiler summary {launches, kernel_us, forward_us} per forward."""
+    """Evidence from field overrides (on BASE_FIELDS unless base=False), code-feature overrides (on BASE_CODE), an
+    optional profiler summary {launches, kernel_us, forward_us} per forward and an optional problem's work
+    {flops, bytes, output_bytes, precision, gpu} (review/work.py's ProblemWork)."""
     ev = Evidence(code_features=code_features(kb, None if code is None else {**BASE_CODE, **code}))
+    if problem is not None:
+        ev.problem = ProblemWork(source="test", **problem)
     if fields is not None:
         ev.ncu = report_from_fields(kb, {**(BASE_FIELDS if base else {}), **fields}, kernel=kernel)
         ev.ncu_status = "ok"

@@ -25,7 +25,7 @@ def test_every_decision_case_has_a_table_entry(kb):
 @pytest.mark.parametrize("entry", TABLE, ids=[e["case"] for e in TABLE])
 def test_decision_case(kb, entry):
     ev = make_evidence(kb, fields=entry.get("fields"), code=entry.get("code", {}), profiler=entry.get("profiler"),
-                       kernel=entry.get("kernel", "candidate_kernel"))  # fmt: skip
+                       kernel=entry.get("kernel", "candidate_kernel"), problem=entry.get("problem"))  # fmt: skip
     d = decide(kb, ev)
     expect = entry["expect"]
     assert (d.bottleneck, d.case) == (expect["bottleneck"], entry["case"]), _summary(d)
@@ -118,7 +118,7 @@ def test_without_any_metrics_the_structural_fallback_decides(kb):
     assert d.ncu_status == "not_provided" and d.kernel is None and d.kernels == []
     assert all(f.status == "missing" for f in d.fields)
     # the rules read from code alone are known (false here); every rule that needs metrics is unknown
-    code_rules = {"matmul_without_reuse", "serial_reduction"}
+    code_rules = {"work_no_output_needs", "matmul_without_reuse", "serial_reduction"}
     assert all(r.state == "unknown" for r in d.priority_rules if r.id not in code_rules)
     assert all(r.state == "false" for r in d.priority_rules if r.id in code_rules)
     assert d.bottleneck == "structural_fallback" and d.bottleneck_rule is None
@@ -143,8 +143,9 @@ def test_ncu_failure_is_stated_in_the_trace(kb):
 
 
 def test_no_case_matching_is_an_explicit_outcome(kb):
-    # A Triton reduction that already uses warp primitives, no metrics: no structural case fits.
-    d = decide(kb, make_evidence(kb, fields=None, code={"reduction": True, "warp_level_primitives": True}))
+    # A Triton scatter-add (a histogram: atomics, no reduction, no product, not elementwise), no metrics: no
+    # structural case fits.
+    d = decide(kb, make_evidence(kb, fields=None, code={"atomics": True}))
     assert d.bottleneck == "structural_fallback"
     assert d.case is None and d.case_status == "no_match"
     assert d.allowed_methods == [] and d.vetoed == []

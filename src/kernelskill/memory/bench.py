@@ -17,7 +17,7 @@ Paths in the manifest are relative to the manifest's folder. Format:
         metrics: naive_gemm.csv      # ncu raw CSV (optional: decide on code and run features alone)
         code: naive_gemm.py          # the candidate's source (optional)
         run_features: x.json         # PyTorch-profiler summary (optional)
-        problem: {flops: 2.1e9, bytes: 1.3e7, precision: tf32}   # or problem_file: reference.py
+        problem: {flops: 2.1e9, bytes: 1.3e7, precision: tf32}   # (output_bytes optional) or problem_file: P.py
         forward_ms: 0.39             # measured time of one forward (optional)
         expert: [shared_memory_tiling, tensor_cores]
         why: an untiled 1024^3 GEMM at 1 % of its floor ...
@@ -47,6 +47,7 @@ class _Strict(BaseModel):
 class ProblemSpec(_Strict):
     flops: float = Field(ge=0)
     bytes: float = Field(ge=0)
+    output_bytes: float | None = Field(default=None, ge=0)  # the outputs alone (review/work.py's output_bytes)
     precision: str
 
 
@@ -133,7 +134,8 @@ def _problem_work(k: BenchKernel, root: Path, default_gpu: str | None) -> Proble
     gpu = k.gpu or default_gpu
     if k.problem is not None:
         return ProblemWork(source="manifest", flops=k.problem.flops, bytes=k.problem.bytes,
-                           precision=k.problem.precision, gpu=gpu, forward_ms=k.forward_ms)  # fmt: skip
+                           output_bytes=k.problem.output_bytes, precision=k.problem.precision, gpu=gpu,
+                           forward_ms=k.forward_ms)  # fmt: skip
     if k.problem_file is not None:
         from kernelskill.review.work import measure_problem_work
 

@@ -12,7 +12,9 @@ import ast
 import re
 from collections.abc import Callable
 
-from kernelskill.memory.code_serial import SERIAL_RULES, matvec_like, serial_reduction_loop
+from kernelskill.memory.code_serial import (
+    SERIAL_RULES, block_names, matvec_like, serial_reduction_loop, statement_after,
+)  # fmt: skip
 from kernelskill.memory.codeview import SourceView
 
 Rule = Callable[[SourceView], bool | int | str]
@@ -369,6 +371,83 @@ def _persistent(v: SourceView) -> bool:
     )(v)
 
 
+def _cuda_contended_atomics(kernel: str) -> bool:
+    """An atomic per thread into an address many threads share: no shared memory or warp exchange combines values
+    first, and the target is one fixed element (atomicAdd(out, v), &out[0]) or one reached through an integer
+    division of the thread's index (&sum[i / D]: D consecutive threads, one address)."""
+    if "__shared__" in kernel or re.search(_CUDA["warp"], kernel):
+        return False
+    assigns = dict(re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);", kernel))
+    for m in re.finditer(r"\batomic(?:Add|Sub|Max|Min|Exch|CAS|And|Or|Xor|Inc|Dec)\w*\s*\(", kernel):
+        address = _first_argument(kernel, m.end()).strip()
+        if re.fullmatch(r"[A-Za-z_]\w*", address):
+            return True
+        element = re.fullmatch(r"&\s*\(?\s*[A-Za-z_]\w*\s*\[(.+)\]\s*\)?|[A-Za-z_]\w*\s*\+\s*(.+)", address)
+        if element:
+            index = (element.group(1) or element.group(2)).strip()
+            if re.fullmatch(r"\d+", index) or "/" in index or "/" in assigns.get(index, ""):
+                return True
+    return False
+
+
+def _first_argument(text: str, start: int) -> str:
+    depth = 0
+    for j in range(start, len(text)):
+        c = text[j]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                return text[start:j]
+            depth -= 1
+        elif c == "," and depth == 0:
+            return text[start:j]
+    return text[start:]
+
+
+_TL_COMBINE = {"tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.xor_sum"}
+
+
+def _tl_contended_atomics(k: ast.FunctionDef) -> bool:
+    """tl.atomic_* to one address per program (no block offsets in the pointer) with a value no tl.sum/max/min
+    combined first: every lane (or every scalar program) adds into the same element."""
+    blocks = block_names(k)
+    combined = {t.id for n in ast.walk(k) if isinstance(n, ast.Assign)
+                and any(name in _TL_COMBINE or name in (".sum", ".max", ".min") for name, _ in _tl_calls(n.value))
+                for t in n.targets if isinstance(t, ast.Name)}  # fmt: skip
+    for name, call in _tl_calls(k):
+        if not name.startswith("tl.atomic_") or len(call.args) < 2:
+            continue
+        pointer, value = call.args[0], call.args[-1] if name != "tl.atomic_cas" else call.args[2]
+        one_address = "tl.arange" not in ast.unparse(pointer) and not _reads(pointer, blocks)
+        reduced = any(n in _TL_COMBINE or n in (".sum", ".max", ".min") for n, _ in _tl_calls(value)) or _reads(
+            value, combined
+        )
+        if one_address and not reduced:
+            return True
+    return False
+
+
+_HALVING_FOR = re.compile(r"for\s*\([^;]*;[^;]*;\s*(\w+)\s*(?:>>=\s*1|/=\s*2|=\s*\1\s*(?:>>\s*1|/\s*2))\s*\)")
+
+
+def _cuda_shared_tree(kernel: str) -> bool:
+    """A loop halving its step (s >>= 1, s /= 2) that reads a __shared__ array at an index holding the step."""
+    if "__syncthreads" not in kernel:
+        return False
+    shared = set(re.findall(r"__shared__[^;\[]*?(\w+)\s*\[", kernel))
+    shared |= {a for a, b in re.findall(r"\*\s*(\w+)\s*=\s*(\w+)\b", kernel) if b in shared}  # float* s = sdata
+    for m in _HALVING_FOR.finditer(kernel):
+        body, step = statement_after(kernel, m.end()), m.group(1)
+        if any(re.search(rf"\b{a}\s*\[[^\]]*\b{step}\b[^\]]*\]", body) for a in shared):
+            return True
+    return False
+
+
+def _shared_tree(v: SourceView) -> bool:
+    return v.backend == "cuda" and any(_cuda_shared_tree(k) for k in v.cuda_kernels)
+
+
 def _host_sync(v: SourceView) -> bool:
     return _any(_HOST["sync"], v.host) or _any(r"cudaDeviceSynchronize|cudaMemcpy\s*\(", v.cuda)
 
@@ -411,5 +490,8 @@ RULES: dict[str, Rule] = {
     ),
     "calls_vendor_library": lambda v: _any(_HOST["vendor"], v.host) or _any(_CUDA["vendor"], v.cuda),
     "register_tiling": _register_tiling,
+    "contended_atomics": _per_backend(lambda v: any(_cuda_contended_atomics(k) for k in v.cuda_kernels),
+                                      lambda v: any(_tl_contended_atomics(k) for k in v.triton_kernels)),
+    "shared_memory_tree": _shared_tree,
     **SERIAL_RULES,
 }  # fmt: skip

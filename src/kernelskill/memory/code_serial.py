@@ -11,7 +11,17 @@ cannot fill the GPU), but the cure is a parallel reduction or scan, not a new la
 - serial_scan: such a loop that also stores the running value at each step (prefix sums, cumulative products), or
   one that sums its own output's prefix: a thread per output whose loop runs up to that output's position (each
   prefix recomputed, O(n^2) work for a cumsum);
-- matvec_like: the folded product multiplies a matrix element by a vector element indexed by the loop alone.
+- matvec_like: the folded product multiplies a matrix element by a vector element indexed by the loop alone;
+- strided_reduction_axis: the innermost such loop multiplies its variable by a stride wherever it reads (a sum over
+  dim 1): neighbouring threads already read neighbouring addresses, and a warp per output would not.
+
+A loop over a window around the thread's position (up to kernel_size, or with a coordinate tested against 0 for
+padding) is none of these. Two more rules find work no output needs:
+
+- recomputed_reduction: after such a loop the thread writes one output combining the statistic with one element
+  of the same input (out[idx] = x[idx] / rms): every output of the row recomputes the row's statistic;
+- discarded_thread_results: the only stores sit under a `p % s == 0` test of the thread's position, so the threads
+  that fail it (three quarters of a stride-2 pooling's) computed for nothing.
 """
 
 from __future__ import annotations
@@ -35,9 +45,13 @@ MIN_SERIAL_TRIP = 64
 
 # Window indices of pooling, convolution and stencils: a loop over a small window is not a serial row walk.
 _WINDOW_VARS = {"kh", "kw", "ky", "kx", "kd", "dy", "dx", "fy", "fx", "r", "s", "ki", "kj"}
+# Bounds that name a window's size (kernel_size, ksize, kH, window, pool_size, filter_w...): a loop up to one walks a
+# neighbourhood of the thread's own position. A bare k / K is not one (the K dimension of a product).
+_WINDOW_BOUND = re.compile(r"^(?:kernel|k|window|win|pool|filter)_?(?:size|sz|h|w|d|height|width|depth|len|length|"
+                           r"x|y|dim)$|^(?:kernel|window|pool|filter)$", re.IGNORECASE)  # fmt: skip
 
 
-def _statement_after(text: str, pos: int) -> str:
+def statement_after(text: str, pos: int) -> str:
     """The loop body starting at `pos`: a balanced {...} block or one statement up to ';'."""
     i = pos
     while i < len(text) and text[i].isspace():
@@ -59,6 +73,7 @@ class SerialLoop(NamedTuple):
     bound: str  # what the loop runs up to, as written
     acc: str  # the scalar it folds into
     body: str
+    end: int  # where the loop (its body) ends in the kernel's text
 
 
 def _cuda_serial_loops(kernel: str) -> Iterator[SerialLoop]:
@@ -66,15 +81,29 @@ def _cuda_serial_loops(kernel: str) -> Iterator[SerialLoop]:
     if _COOPERATION.search(kernel):
         return
     for m in _SERIAL_FOR.finditer(kernel):
-        var, body = m.group(1), _statement_after(kernel, m.end())
+        var, body = m.group(1), statement_after(kernel, m.end())
         if var in _WINDOW_VARS or (m.group("trip") and int(m.group("trip")) < MIN_SERIAL_TRIP):
             continue
+        bound = re.search(rf";\s*{var}\s*<=?\s*([^;]*);", m.group(0)).group(1).strip()
         along = _along(body, var)
+        if _window_loop(bound, body, along):
+            continue
         if not re.search(rf"\w+\s*\[[^\]]*\b(?:{along})\b[^\]]*\]", body):
             continue  # the loop does not read along its index
-        bound = re.search(rf";\s*{var}\s*<=?\s*([^;]*);", m.group(0)).group(1).strip()
+        end = kernel.find(body, m.end()) + len(body)
         for acc in _accumulators(body, var):
-            yield SerialLoop(var, along, bound, acc, body)
+            yield SerialLoop(var, along, bound, acc, body, end)
+
+
+def _window_loop(bound: str, body: str, along: str) -> bool:
+    """A loop over a window around the thread's own position, not along a row: it runs up to a window size
+    (kernel_size, pool_size, ...), or a coordinate it computes is tested against 0 - a padded neighbourhood whose
+    indices can fall off the edge, which a walk from a row's start never does."""
+    last = re.split(r"[.>\s]", bound.strip())[-1]
+    if _WINDOW_BOUND.match(last):
+        return True
+    derived = along.split("|")[1:]
+    return any(re.search(rf"\b{n}\s*(?:>=|<)\s*0\b|\b0\s*(?:<=|>)\s*{n}\b", body) for n in derived)
 
 
 def _along(body: str, var: str) -> str:
@@ -131,7 +160,7 @@ def _cuda_matvec(kernel: str) -> bool:
 # ---- Triton: a loop over scalars ------------------------------------------------------------------------------------
 
 
-def _block_names(k: ast.FunctionDef) -> set[str]:
+def block_names(k: ast.FunctionDef) -> set[str]:
     """Names computed (directly or not) from tl.arange: block-valued offsets."""
     names: set[str] = set()
     for _ in range(3):  # a few passes reach names derived from derived names
@@ -146,8 +175,10 @@ def _block_names(k: ast.FunctionDef) -> set[str]:
 
 
 def _triton_serial_loops(k: ast.FunctionDef) -> Iterator[tuple[ast.For, str]]:
-    blocks = _block_names(k)
+    blocks = block_names(k)
     for loop in (n for n in ast.walk(k) if isinstance(n, ast.For)):
+        if _triton_window_loop(loop):
+            continue
         loads = [c for c in ast.walk(loop) if isinstance(c, ast.Call) and ast.unparse(c.func) == "tl.load" and c.args]
         if not loads or any("tl.arange" in ast.unparse(c.args[0]) or
                             {x.id for x in ast.walk(c.args[0]) if isinstance(x, ast.Name)} & blocks
@@ -160,6 +191,17 @@ def _triton_serial_loops(k: ast.FunctionDef) -> Iterator[tuple[ast.For, str]]:
                   and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) in ("tl.maximum", "tl.minimum")
                   and n.targets[0].id in {ast.unparse(a) for a in n.value.args}):  # fmt: skip
                 yield loop, n.targets[0].id
+
+
+def _triton_window_loop(loop: ast.For) -> bool:
+    """for kh in range(K) / for i in range(kernel_size): a window index or a window-sized bound (as in CUDA)."""
+    if isinstance(loop.target, ast.Name) and loop.target.id in _WINDOW_VARS:
+        return True
+    it = loop.iter
+    if isinstance(it, ast.Call) and ast.unparse(it.func) in ("range", "tl.range", "tl.static_range") and it.args:
+        bound = it.args[0] if len(it.args) == 1 else it.args[1]
+        return bool(_WINDOW_BOUND.match(ast.unparse(bound).split(".")[-1]))
+    return False
 
 
 def _triton_scan(k: ast.FunctionDef) -> bool:
@@ -180,6 +222,175 @@ def _triton_matvec(k: ast.FunctionDef) -> bool:
                 pointers = [ast.unparse(c.args[0]).replace(" ", "") for c in loads if c.args]
                 if len(pointers) >= 2 and any(re.fullmatch(rf"\w+\+{loop_var}|{loop_var}\+\w+", p) for p in pointers):
                     return True
+    return False
+
+
+# ---- the reduced axis, and work no output needs -------------------------------------------------------------------
+
+_ASSIGN = re.compile(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);")
+
+
+def _pointer_params(kernel: str) -> set[str]:
+    signature = kernel[: kernel.find("{")]
+    return set(re.findall(r"\*\s*(?:const\s+)?(?:__restrict__\s+)?(\w+)\s*[,)]", signature))
+
+
+def _scales(expr: str, var: str, defs: dict[str, str]) -> bool:
+    """`var` enters `expr` multiplied by something (i * stride), directly or through a name defined from it."""
+    if re.search(rf"\b{var}\b", expr):
+        return bool(re.search(rf"\b{var}\b\s*\)?\s*\*|\*\s*\(?\s*\b{var}\b", expr))
+    return any(re.search(rf"\b{n}\b", expr) and _scales(value, var, {}) for n, value in defs.items())
+
+
+def _cuda_strided_axis(kernel: str) -> bool:
+    for loop in _cuda_serial_loops(kernel):
+        if re.search(r"\bfor\s*\(", loop.body):
+            continue  # an outer loop: the innermost one says how a thread walks memory
+        defs = {n: value for n, value in _ASSIGN.findall(loop.body) if re.search(rf"\b{loop.var}\b", value)}
+        reads = [i for i in re.findall(r"\w+\s*\[([^\]]*)\]", loop.body) if re.search(rf"\b(?:{loop.along})\b", i)]
+        if reads and all(_scales(i, loop.var, defs) for i in reads):
+            return True
+    return False
+
+
+def _derived(text: str, root: str) -> set[str]:
+    """`root` and the names `text` assigns from it, directly or not (float rms = sqrtf(sum / n))."""
+    names, assigns = {root}, _ASSIGN.findall(text)
+    for _ in range(3):
+        names |= {n for n, value in assigns if any(re.search(rf"\b{x}\b", value) for x in names)}
+    return names
+
+
+def _cuda_recomputed(kernel: str) -> bool:
+    pointers = _pointer_params(kernel)
+    for loop in _cuda_serial_loops(kernel):
+        rest = kernel[loop.end :]
+        stat = "|".join(_derived(rest, loop.acc))
+        read = {a for a in re.findall(r"(\w+)\s*\[", loop.body)} & pointers
+        for st in re.finditer(r"\b(\w+)\s*\[[^\]]*\]\s*=(?!=)\s*([^;]+);", rest):
+            if re.search(r"\bfor\s*\(", rest[: st.start()]):
+                break  # a store in a later loop walks the row: the statistic serves many outputs
+            rhs = st.group(2)
+            if st.group(1) in pointers and re.search(rf"\b(?:{stat})\b", rhs) and any(
+                re.search(rf"\b{a}\s*\[", rhs) for a in read
+            ):  # fmt: skip
+                return True
+    return False
+
+
+def _parenthesized(text: str, open_at: int) -> tuple[str, int]:
+    """The text inside the parentheses opening at `open_at`, and the position after the closing one."""
+    depth = 0
+    for j in range(open_at, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[open_at + 1 : j], j + 1
+    return text[open_at + 1 :], len(text)
+
+
+def _cuda_discarded(kernel: str) -> bool:
+    if _COOPERATION.search(kernel):
+        return False  # a warp's or block's leader storing the combined result discards nothing
+    pointers, positions = _pointer_params(kernel), _position_names(kernel)
+    if not pointers or not positions:
+        return False
+    stores = [m.start() for m in re.finditer(rf"\b(?:{'|'.join(pointers)})\s*\[[^\]]*\]\s*=(?!=)", kernel)]
+    guarded: list[tuple[int, int]] = []
+    for m in re.finditer(r"\bif\s*\(", kernel):
+        cond, after = _parenthesized(kernel, m.end() - 1)
+        tested = re.findall(r"\b([A-Za-z_]\w*)\s*%\s*[\w.]+\s*\)?\s*==\s*0\b", cond)
+        if any(n in positions for n in tested):
+            body = statement_after(kernel, after)
+            start = kernel.find(body, after)
+            guarded.append((start, start + len(body)))
+    return bool(stores) and all(any(a <= pos < b for a, b in guarded) for pos in stores)
+
+
+def _program_names(k: ast.FunctionDef) -> set[str]:
+    """Names computed (directly or not) from tl.program_id: the program's position."""
+    names: set[str] = set()
+    for _ in range(3):
+        for n in ast.walk(k):
+            if isinstance(n, ast.Assign):
+                reads = {x.id for x in ast.walk(n.value) if isinstance(x, ast.Name)}
+                if "tl.program_id" in ast.unparse(n.value) or reads & names:
+                    names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _calls(node: ast.AST, callee: str) -> list[ast.Call]:
+    return [c for c in ast.walk(node) if isinstance(c, ast.Call) and ast.unparse(c.func) == callee and c.args]
+
+
+def _name_ids(node: ast.AST) -> set[str]:
+    return {x.id for x in ast.walk(node) if isinstance(x, ast.Name)}
+
+
+def _triton_strided_axis(k: ast.FunctionDef) -> bool:
+    for loop, _ in _triton_serial_loops(k):
+        if any(isinstance(n, ast.For) and n is not loop for n in ast.walk(loop)):
+            continue
+        var = ast.unparse(loop.target)
+        along = [c.args[0] for c in _calls(loop, "tl.load") if var in _name_ids(c.args[0])]
+        if along and all(_scales(ast.unparse(p), var, {}) for p in along):
+            return True
+    return False
+
+
+def _triton_recomputed(k: ast.FunctionDef) -> bool:
+    params = {a.arg for a in k.args.args}
+    loops = [n for n in ast.walk(k) if isinstance(n, ast.For)]
+    for loop, acc in _triton_serial_loops(k):
+        read = {n for c in _calls(loop, "tl.load") for n in _name_ids(c.args[0])} & params
+        stat = {acc}
+        later = [n for n in ast.walk(k) if getattr(n, "lineno", 0) > (loop.end_lineno or 0)]
+        for n in sorted((n for n in later if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+            if _name_ids(n.value) & stat:
+                stat |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        for c in (c for c in later if isinstance(c, ast.Call) and ast.unparse(c.func) == "tl.store"):
+            if len(c.args) < 2 or any(c in ast.walk(o) for o in loops):
+                continue
+            value = c.args[1]
+            if _name_ids(value) & stat and any(_name_ids(x.args[0]) & read for x in _calls(value, "tl.load")):
+                return True
+    return False
+
+
+def _triton_discarded(k: ast.FunctionDef) -> bool:
+    positions = _program_names(k)
+    stores = _calls(k, "tl.store")
+    guarded = []
+    for n in ast.walk(k):
+        if isinstance(n, ast.If):
+            mods = [b for b in ast.walk(n.test) if isinstance(b, ast.Compare) and isinstance(b.left, ast.BinOp)
+                    and isinstance(b.left.op, ast.Mod) and ast.unparse(b.comparators[0]) == "0"
+                    and isinstance(b.ops[0], ast.Eq) and _name_ids(b.left.left) & positions]  # fmt: skip
+            if mods:
+                guarded += [c for stmt in n.body for c in _calls(stmt, "tl.store")]
+    return bool(stores) and all(any(c is g for g in guarded) for c in stores)
+
+
+def strided_reduction_axis(v: SourceView) -> bool:
+    if v.backend == "cuda":
+        return any(_cuda_strided_axis(k) for k in v.cuda_kernels)
+    if v.backend == "triton":
+        return any(_triton_strided_axis(k) for k in v.triton_kernels)
+    return False
+
+
+def recomputed_reduction(v: SourceView) -> bool:
+    if v.backend == "cuda":
+        return any(_cuda_recomputed(k) for k in v.cuda_kernels)
+    if v.backend == "triton":
+        return any(_triton_recomputed(k) for k in v.triton_kernels)
+    return False
+
+
+def discarded_thread_results(v: SourceView) -> bool:
+    if v.backend == "cuda":
+        return any(_cuda_discarded(k) for k in v.cuda_kernels)
+    if v.backend == "triton":
+        return any(_triton_discarded(k) for k in v.triton_kernels)
     return False
 
 
@@ -207,4 +418,6 @@ def matvec_like(v: SourceView) -> bool:
     return False
 
 
-SERIAL_RULES = {"serial_reduction_loop": serial_reduction_loop, "serial_scan": serial_scan, "matvec_like": matvec_like}
+SERIAL_RULES = {"serial_reduction_loop": serial_reduction_loop, "serial_scan": serial_scan, "matvec_like": matvec_like,
+                "strided_reduction_axis": strided_reduction_axis, "recomputed_reduction": recomputed_reduction,
+                "discarded_thread_results": discarded_thread_results}  # fmt: skip

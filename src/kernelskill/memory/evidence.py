@@ -166,6 +166,48 @@ def _sol_ms(ev: Evidence, _: object) -> float | None:
     return floor_ms(w.flops, w.bytes, w.precision, _gpu_name(ev))
 
 
+def _peaks(ev: Evidence):  # noqa: ANN202 - a roofline.GpuPeaks or None
+    from kernelskill.review.roofline import find_gpu
+
+    return find_gpu(_gpu_name(ev))
+
+
+def _floor_memory_ms(ev: Evidence, _: object) -> float | None:
+    """The problem's bytes at the GPU's full DRAM bandwidth: the memory half of the floor."""
+    w, peaks = ev.problem, _peaks(ev)
+    if w is None or w.bytes is None or peaks is None:
+        return None
+    return w.bytes / (peaks.hbm_tbps * 1e12) * 1e3
+
+
+def _floor_fp32_ms(ev: Evidence, _: object) -> float | None:
+    """The problem's FLOPs on the FP32 FMA pipes (no tensor cores): the compute half of the floor without them."""
+    w, peaks = ev.problem, _peaks(ev)
+    peak = peaks.peak_flops("fp32") if peaks is not None else None
+    if w is None or w.flops is None or peak is None:
+        return None
+    return w.flops / peak * 1e3
+
+
+# Bytes per element of the data a problem of each precision computes on (tf32: FP32 data on TF32 tensor cores).
+_ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+def _problem_outputs(ev: Evidence, _: object) -> float | None:
+    w = ev.problem
+    size = _ELEMENT_BYTES.get(w.precision or "") if w is not None else None
+    if w is None or w.output_bytes is None or not w.output_bytes or size is None:
+        return None
+    return w.output_bytes / size
+
+
+def _problem_inputs_per_output(ev: Evidence, _: object) -> float | None:
+    w = ev.problem
+    if w is None or w.bytes is None or not w.output_bytes:
+        return None
+    return max(0.0, w.bytes - w.output_bytes) / w.output_bytes
+
+
 def _ncu_forward_ms(ev: Evidence, _: object) -> float | None:
     # One launch of each kernel: a lower bound on the forward's GPU time (each kernel runs at least once per
     # forward), so the percent of the floor computed from it is an upper bound - headroom is at least that large.
@@ -201,6 +243,10 @@ RUN_FEATURES: dict[str, dict[str, Getter]] = {
     "ncu_launches": {"ncu": lambda ev, _: sum(k.launches for k in r.kernels) if (r := _ncu(ev)) else None},
     "hot_kernel_launches": {"ncu": lambda ev, _: r.hottest.launches if (r := _ncu(ev)) else None},
     "sol_ms": {"problem": _sol_ms},
+    "floor_memory_ms": {"problem": _floor_memory_ms},
+    "floor_fp32_ms": {"problem": _floor_fp32_ms},
+    "problem_outputs": {"problem": _problem_outputs},
+    "problem_inputs_per_output": {"problem": _problem_inputs_per_output},
     "forward_ms": {
         "problem": lambda ev, _: ev.problem.forward_ms if ev.problem is not None else None,
         "torch_profiler": lambda ev, _: p.forward_time_us / 1e3 if (p := _prof(ev)) and p.forward_time_us else None,

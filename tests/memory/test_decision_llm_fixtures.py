@@ -52,3 +52,34 @@ def test_readme_lists_every_kernel():
     readme = (LLM_DIR / "README.md").read_text(encoding="utf-8")
     for kernel in KERNELS:
         assert f"`{kernel.name}`" in readme, kernel.name
+
+
+# The held-out set (tests/data/decision/llm_heldout): more real LLM kernels on other KernelBench problems,
+# labelled before the policy was run on them, so the policy can be scored on kernels its rules were not written
+# against. Same format and the same checks as above.
+HELDOUT_DIR = LLM_DIR.parent / "llm_heldout"
+HELDOUT = sorted(p for p in HELDOUT_DIR.iterdir() if p.is_dir())
+
+
+def test_heldout_has_twelve_kernels_on_problems_not_in_the_first_set():
+    assert len(HELDOUT) >= 12
+    first = {(d / "problem.py").read_bytes() for d in KERNELS}
+    for kernel in HELDOUT:
+        assert (kernel / "problem.py").read_bytes() not in first, kernel.name
+    assert not {k.name for k in HELDOUT} & {k.name for k in KERNELS}
+
+
+@pytest.mark.parametrize("kernel", HELDOUT, ids=lambda p: p.name)
+def test_heldout_kernel_folder_is_complete(kernel):
+    test_kernel_folder_is_complete(kernel)
+
+
+@pytest.mark.parametrize("kernel", HELDOUT, ids=lambda p: p.name)
+def test_heldout_labels_use_known_methods_and_cite_a_commit(kernel):
+    test_labels_use_known_methods_and_cite_a_commit(kernel)
+
+
+def test_heldout_readme_lists_every_kernel():
+    readme = (HELDOUT_DIR / "README.md").read_text(encoding="utf-8")
+    for kernel in HELDOUT:
+        assert f"`{kernel.name}`" in readme, kernel.name

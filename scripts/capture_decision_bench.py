@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decision_bench_cases import CASES  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "decision" / "llm"  # the real LLM kernels
+DECISION_DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "decision"  # the real LLM kernels' sets
 DEFAULT_BUDGET_S = 470.0  # under 8 minutes, phases 1 and 2 together
 MIN_CASE_S = 25.0  # a case needs at least this much budget left to be started
 # ncu launches profiled per LLM-written kernel: ~2.5 s each under --set full; the profiler still sees every launch
@@ -237,20 +237,28 @@ def write_manifests(kernels: list[Kernel], outcomes: dict[str, Outcome], out: Pa
     return bench, to_label
 
 
-def _fixture_copy(fixtures: Path | None, kernel_id: str, name: str, src: Path) -> Path | None:
-    """The repository's own copy of a captured LLM kernel's `name` (candidate.py, problem.py): the fixture folder
-    `fixtures`/<folder> whose file is byte for byte the captured one, where kernel_id is llm_<folder>."""
-    if fixtures is None or not kernel_id.startswith("llm_") or not src.is_file():
+def _fixture_copy(fixtures: list[Path] | None, kernel_id: str, name: str, src: Path) -> Path | None:
+    """The repository's own copy of a captured LLM kernel's `name` (candidate.py, problem.py): in one of the fixture
+    sets `fixtures`, the folder <set>/<folder> whose file is byte for byte the captured one (kernel_id llm_<folder>)."""
+    if not fixtures or not kernel_id.startswith("llm_") or not src.is_file():
         return None
-    mine = fixtures / kernel_id.removeprefix("llm_") / name
-    return mine if mine.is_file() and mine.read_bytes() == src.read_bytes() else None
+    for root in fixtures:
+        mine = root / kernel_id.removeprefix("llm_") / name
+        if mine.is_file() and mine.read_bytes() == src.read_bytes():
+            return mine
+    return None
 
 
-def merge_into(out: Path, dest: Path, fixtures: Path | None = None) -> list[str]:
+def fixture_sets(root: Path = DECISION_DATA) -> list[Path]:
+    """The repository's sets of LLM kernel fixtures: the folders under tests/data/decision."""
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def merge_into(out: Path, dest: Path, fixtures: list[Path] | None = None) -> list[str]:
     """Copy the captured kernels of `out`'s decision_bench.yaml into the seeded folder `dest` (tests/data/ncu/h200)
     as <id>.csv, <id>.py, <id>.problem.py and <id>.run_features.json, and append their entries to its
     decision_bench.yaml; ids it already has are left alone. Returns the ids added. An LLM kernel that is one of the
-    repository's fixtures (`fixtures`, tests/data/decision/llm: the same bytes) is not copied again: its entry's
+    repository's fixtures (`fixtures`, the sets under tests/data/decision: the same bytes) is not copied again: its entry's
     `code` points at the fixture, and its problem.py is the fixture's."""
     import os
 
@@ -311,8 +319,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "(e.g. tests/data/ncu/h200): files as <id>.csv/.py/.run_features.json, entries appended to its "
                    "decision_bench.yaml; with --merge-only, do only that for an earlier --out")
     p.add_argument("--merge-only", action="store_true", help="no capture: merge --out into --merge-into")
-    p.add_argument("--fixtures", type=Path, default=FIXTURES, help="with --merge-into: LLM kernels that are these "
-                   "fixtures (same bytes) are referenced, not copied (default: tests/data/decision/llm)")
+    p.add_argument("--fixtures", type=Path, action="append", help="with --merge-into: LLM kernels that are fixtures "
+                   "of this set (same bytes) are referenced, not copied; repeatable (default: every set under "
+                   "tests/data/decision)")
     args = p.parse_args(argv)
     if args.merge_only and not (args.out and args.merge_into):
         p.error("--merge-only needs --out (an earlier capture) and --merge-into")
@@ -330,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c.name:<34} {c.description}  -> expert: {', '.join(c.expert)}")
         return 0
     if args.merge_only:
-        added = merge_into(args.out, args.merge_into, args.fixtures)
+        added = merge_into(args.out, args.merge_into, args.fixtures or fixture_sets())
         print(f"added {len(added)} kernels to {args.merge_into / 'decision_bench.yaml'}: {', '.join(added) or '-'}")
         return 0
     deadline = time.monotonic() + args.budget_s
@@ -380,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                       o.status != "ok" else ""))  # fmt: skip
     print(f"wrote {bench}, {to_label}, {out / 'capture.json'}; score with: kernelskill memory bench {bench}")
     if args.merge_into is not None:
-        added = merge_into(out, args.merge_into, args.fixtures)
+        added = merge_into(out, args.merge_into, args.fixtures or fixture_sets())
         print(f"added {len(added)} kernels to {args.merge_into / 'decision_bench.yaml'}: {', '.join(added) or '-'}")
     return 0 if all(o.status == "ok" for o in outcomes.values()) else 1
 

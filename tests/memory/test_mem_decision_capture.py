@@ -243,3 +243,9 @@ def test_a_captured_llm_fixture_is_referenced_not_copied(tmp_path, fakes, kb):
     assert (seeded / "llm_softmax_gpt.csv").is_file()  # the capture itself belongs to the seeded folder
     assert entries["llm_softmax_other"].code == "llm_softmax_other.py" and (seeded / "llm_softmax_other.py").is_file()
     run_bench(seeded / "decision_bench.yaml", kb)  # the manifest loads and decides with the referenced code
+
+
+def test_every_fixture_set_is_looked_in_by_default():
+    sets = dbench.fixture_sets()
+    assert REPO / "tests" / "data" / "decision" / "llm" in sets
+    assert REPO / "tests" / "data" / "decision" / "llm_heldout" in sets

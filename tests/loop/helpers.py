@@ -13,18 +13,19 @@ from pathlib import Path
 
 from kernelskill.llm.base import Completion, LLMError, Message, Usage
 from kernelskill.loop.evaluator import LocalEvaluator
-from kernelskill.review.results import CompileResult, ReviewResult, TimingResult, TimingStats
+from kernelskill.review.results import CompileResult, Precision, ReviewResult, TimingResult, TimingStats
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROBLEM = EXAMPLES / "gelu_chain.py"
 
 
-def kernel(verdict: str, speedup: float | None = None, note: str = "", robust: float | None = None) -> str:
+def kernel(verdict: str, speedup: float | None = None, note: str = "", robust: float | None = None,
+           reduced: bool = False) -> str:
     """A reply holding a whole candidate (the example's fused Triton kernel, so the decision policy sees a real
     kernel) whose review the fake reviewer decides from its verdict comment; `robust`: the speedup on trimmed means,
-    where a few disturbed samples moved the mean."""
+    where a few disturbed samples moved the mean; `reduced`: correct only within the loose tolerance, in fp16."""
     marker = (f"# verdict: {verdict}" + (f" {speedup}" if speedup is not None else "")
-              + (f" robust {robust}" if robust is not None else ""))
+              + (f" robust {robust}" if robust is not None else "") + (" reduced" if reduced else ""))
     source = (EXAMPLES / "gelu_chain_triton.py").read_text()
     return f"Here is the kernel ({note or verdict}).\n\n```python\n{marker}\n{source}```\n"
 
@@ -77,7 +78,7 @@ class AgentScript:
         return {agent: len(q) for agent, q in self.replies.items() if q}
 
 
-_VERDICT = re.compile(r"# verdict: (\w+)(?: ([\d.]+))?(?: robust ([\d.]+))?")
+_VERDICT = re.compile(r"# verdict: (\w+)(?: ([\d.]+))?(?: robust ([\d.]+))?( reduced)?")
 
 
 def _timing(mean_speedup: float, robust_speedup: float) -> TimingResult:
@@ -108,8 +109,12 @@ class FakeEvaluator(LocalEvaluator):
         base = dict(device="cpu", backend="triton", problem=str(problem), candidate=candidate.filename)
         if verdict == "correct":
             timing = _timing(speedup, float(m.group(3))) if m.group(3) else None
+            reduced = bool(m.group(4))  # passes only the loose tolerance, in fp16 (precision recorded either way)
+            precision = Precision(output_dtypes=["float32"], compute_dtypes=["float16"] if reduced else [],
+                                  strict_tolerance_ok=not reduced, reduced_precision=reduced)
             return ReviewResult(**base, compiled=True, correct=True, stage=None, error=None, speedup=speedup,
-                                ref_ms=1.0, candidate_ms=1.0 / speedup, timing=timing)
+                                ref_ms=1.0, candidate_ms=1.0 / speedup, timing=timing, precision=precision,
+                                flags=["reduced_precision"] if reduced else [])
         if verdict == "compile_error":
             return ReviewResult(**base, compiled=False, correct=False, stage="compile", error_kind="compile_error",
                                 error="kernel.py:3: error: expected ';'",

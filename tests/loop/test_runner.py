@@ -279,3 +279,14 @@ def test_kernels_are_compared_on_trimmed_means_so_a_few_slow_samples_do_not_deci
     assert r1.promoted == "best+base"
     assert r2.promoted == "best+base", [(r.label, r.promoted, r.speedup) for r in s.history]
     assert s.best_label == "round-02" and s.best_speedup == pytest.approx(1.9)
+
+
+def test_a_reduced_precision_best_keeps_the_fastest_fp32_kernel_beside_it(tmp_path):
+    """The fastest seed passes only the loose tolerance in fp16: it is the best (the configured tolerance decides),
+    flagged; the task's figure without reduced-precision results is its fastest fp32 kernel's."""
+    client = AgentScript(generator=[kernel("correct", 1.2), kernel("correct", 3.0, reduced=True),
+                                    kernel("correct", 0.9)])
+    s = run(tmp_path, client, seeds=3, rounds=0)
+    assert s.best_speedup == pytest.approx(3.0) and s.best_reduced_precision is True
+    assert s.best_speedup_full_precision == pytest.approx(1.2)
+    assert "reduced_precision" in s.flags

@@ -29,8 +29,10 @@ class BenchDisplay(SpinnerDisplay):
         costs = [r.cost_usd for r in results if r.cost_usd is not None]
         cost = f"${sum(costs):.2f}" if costs else "cost unknown"
         noisy = sum(r.timing_noisy is not None for r in ok)
+        reduced = sum(bool(r.best_reduced_precision) for r in ok)
+        said = [f"{noisy} noisy"] * bool(noisy) + [f"{reduced} in reduced precision"] * bool(reduced)
         return (f"tasks {len(results)}/{self.total} done, {len(self.running)} running; success {len(ok)}/"
-                f"{len(results) or 0}; mean speedup {mean}" + (f" ({noisy} noisy)" if noisy else "")
+                f"{len(results) or 0}; mean speedup {mean}" + (f" ({', '.join(said)})" if said else "")
                 + f"; {tokens} tokens; {cost}")
 
     def __call__(self, e: BenchEvent) -> None:
@@ -51,6 +53,9 @@ class BenchDisplay(SpinnerDisplay):
                     what += f" (median {r.best_speedup_median:.3g}x, spread ±{(r.best_spread or 0.0):.0%})"
                 if r.timing_noisy:
                     what += f" [yellow]noisy: {escape(r.timing_noisy)}[/]"
+                if r.best_reduced_precision:
+                    fp32 = f"{r.best_speedup_full_precision:.3g}x" if r.best_speedup_full_precision else "none"
+                    what += f" [yellow]reduced precision (fastest fp32 kernel: {fp32})[/]"
             else:
                 last = next((h.reason for h in reversed(r.history) if h.reason), None)
                 what = "[yellow]no correct kernel[/]" + (f" (last: {escape(last)})" if last else "")

@@ -24,6 +24,7 @@ from kernelskill.report.tables import (
     compile_table,
     effort_table,
     level_label,
+    precision_table,
     summary_table,
     to_markdown,
 )
@@ -33,7 +34,7 @@ HTML_NAME = "report.html"
 SUMMARY_NAME = "summary.md"
 CSV_NAME = "tasks.csv"
 CSV_COLUMNS = ("name", "level", "index", "status", "success", "best_speedup", "best_speedup_median", "best_spread",
-               "timing_noisy", "speedup_vs_compile", "eager_ms", "best_ms", "compile_ms", "sol_ms", "pct_of_sol",
+               "best_speedup_full_precision", "best_reduced_precision", "timing_noisy", "speedup_vs_compile", "eager_ms", "best_ms", "compile_ms", "sol_ms", "pct_of_sol",
                "rounds_run", "rounds_to_best", "tokens", "cost_usd", "flags", "reason", "best_path")
 
 
@@ -72,7 +73,7 @@ def report_command(run_dir: Path, compare: Sequence[Path] = (), console: Console
 
 
 def summary_markdown(results: BenchResults, run_name: str, compared: Sequence[tuple[str, BenchResults]] = ()) -> str:
-    tables = [summary_table(results), compile_table(results), effort_table(results)]
+    tables = [summary_table(results), precision_table(results), compile_table(results), effort_table(results)]
     if len(compared) > 1:
         tables.append(ablation_table(compared))
     run = results.run

@@ -24,6 +24,7 @@ from kernelskill.report.tables import (
     fmt_int,
     fmt_x,
     level_label,
+    precision_table,
     summary_table,
     task_columns,
     task_row,
@@ -147,7 +148,7 @@ def _header(results: BenchResults) -> str:
 
 
 def _summary(results: BenchResults) -> str:
-    tables = [summary_table(results), compile_table(results), effort_table(results)]
+    tables = [summary_table(results), precision_table(results), compile_table(results), effort_table(results)]
     return "".join(_table(t) for t in tables if t is not None)
 
 

@@ -65,6 +65,12 @@ class Metrics(BaseModel):
     cost_usd: float | None  # the sum of the known costs; None when no task has a known cost
     rounds_to_best: float | None  # mean over the tasks with a correct kernel that record it
     noisy: int = 0  # tasks with a correct kernel whose best kernel's timing was too noisy to trust (timing_noisy)
+    # the same without reduced-precision results (fp32 problems solved in TF32/fp16 that pass only the configured
+    # tolerance): tasks whose best kernel is so flagged, and success and Speedup with each task's fastest correct
+    # kernel that is not; None when no task recorded precision
+    reduced_precision: int = 0
+    success_full_precision: float | None = None
+    speedup_mean_full_precision: float | None = None
 
 
 def has_correct_kernel(task: TaskResult) -> bool:
@@ -91,7 +97,16 @@ def compute_metrics(tasks: Sequence[TaskResult]) -> Metrics:
         cost_usd=sum(costs) if costs else None,
         rounds_to_best=_mean(to_best),
         noisy=sum(t.timing_noisy is not None for t in solved),
+        **_full_precision(tasks, solved),
     )
+
+
+def _full_precision(tasks: Sequence[TaskResult], solved: Sequence[TaskResult]) -> dict:
+    if not any(t.best_reduced_precision is not None for t in solved):
+        return {}
+    full = [t.best_speedup_full_precision for t in solved if t.best_speedup_full_precision is not None]
+    return dict(reduced_precision=sum(bool(t.best_reduced_precision) for t in solved),
+                success_full_precision=_share(len(full), len(tasks)), speedup_mean_full_precision=_mean(full))
 
 
 def _compile_metrics(tasks: Sequence[TaskResult]) -> CompileMetrics | None:

@@ -89,6 +89,23 @@ def summary_table(results: BenchResults) -> Table:
     )
 
 
+def precision_table(results: BenchResults) -> Table | None:
+    """Success and Speedup with and without reduced-precision results; None when no task recorded precision."""
+    if results.overall.success_full_precision is None:
+        return None
+    columns = ["Level", "Tasks", "Success", "Speedup", "Best in reduced precision", "Success (fp32)", "Speedup (fp32)"]
+    rows = [[label, fmt_int(m.tasks), fmt_pct(m.success), fmt_x(m.speedup_mean), fmt_int(m.reduced_precision),
+             fmt_pct(m.success_full_precision), fmt_x(m.speedup_mean_full_precision)]
+            for label, m in _level_rows(results)]
+    return Table(
+        "precision-table", "Without reduced-precision results", columns, rows,
+        note="A result in reduced precision passes the configured tolerance but not atol = rtol = 1e-4 on an fp32 "
+             "problem while its code or its kernels compute in fp16, bf16, fp8 or TF32 (flag reduced_precision). "
+             "(fp32): each task's fastest correct kernel that is not so flagged; a task whose every correct kernel "
+             "is counts as unsolved there.",
+    )
+
+
 def compile_table(results: BenchResults) -> Table | None:
     """The same figures against torch.compile; None when the run took no compile baseline."""
     if results.overall.vs_compile is None:

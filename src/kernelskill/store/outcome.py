@@ -100,6 +100,11 @@ class TaskOutcome(BaseModel):
     best_speedup_trimmed: float | None = None
     best_spread: float | None = None
     timing_noisy: str | None = None
+    # without kernels that pass only the configured tolerance while computing in less than fp32 (reduced_precision):
+    # eager time over the fastest correct kernel that is not so flagged; None when every correct kernel is, or when
+    # the reviews recorded no precision (best_reduced_precision None)
+    best_speedup_full_precision: float | None = None
+    best_reduced_precision: bool | None = None  # the best kernel is flagged reduced_precision; None: not recorded
     eager_ms: float | None = None  # the task's eager time: the median of every reference timing of its reviews
     sol_ms: float | None = None  # the problem's speed-of-light floor on its GPU (review/roofline.py), when known
     pct_of_sol: float | None = None  # that floor over the best kernel's median time, in percent
@@ -150,11 +155,17 @@ def summarize(store: RunStore, task_id: int, state: LoopResult, *, best_path: st
     strict, kernelbench = store.success_by_rules(task_id)
     llm = store.llm_totals(task_id)
     sol = (review.result.get("speed_of_light") or {}) if review is not None else {}
+    full_ms, precision_recorded = store.full_precision_best_ms(task_id)
+    reduced = ("reduced_precision" in review.flags) if review is not None and precision_recorded else None
+    best_speedup = state.speedup_of(best)
+    full_speedup = (best_speedup if reduced is False else
+                    eager_ms / full_ms if reduced and full_ms and eager_ms else None)
     timing = (review.result.get("timing") if review else None) or {}
     return TaskOutcome(
         success=best is not None, success_strict=strict, success_kernelbench=kernelbench,
         verdict="correct" if best is not None else (history[-1].verdict if history else None),
-        best_speedup=state.speedup_of(best), best_ms=best.ms if best else None, eager_ms=eager_ms,
+        best_speedup=best_speedup, best_ms=best.ms if best else None, eager_ms=eager_ms,
+        best_speedup_full_precision=full_speedup, best_reduced_precision=reduced,
         best_speedup_median=timing.get("speedup_median"), best_speedup_trimmed=timing.get("speedup_trimmed"),
         best_spread=timing.get("spread"), timing_noisy=timing.get("noisy_reason") if timing.get("noisy") else None,
         best_label=best.label if best else None, best_path=best_path, flags=list(review.flags) if review else [],

@@ -10,10 +10,14 @@ from kernelskill.report import TaskResult, build_results
 from kernelskill.report.tables import precision_table
 
 
+TF32 = {"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True, "float32_matmul_precision": "highest"}
+
+
 def task(name: str, speedup: float | None, reduced: bool | None, full: float | None) -> TaskResult:
     return TaskResult(level="1", index=int(name[0]), name=name, problem=f"{name}.py", status="finished",
                       success=speedup is not None, best_speedup=speedup, best_ms=1.0, eager_ms=speedup,
-                      best_reduced_precision=reduced, best_speedup_full_precision=full)
+                      best_reduced_precision=reduced, best_speedup_full_precision=full,
+                      reference_tf32=TF32 if reduced is not None else None)
 
 
 def test_reduced_precision_results_are_counted_and_the_fp32_figures_leave_them_out():
@@ -29,6 +33,9 @@ def test_reduced_precision_results_are_counted_and_the_fp32_figures_leave_them_o
     assert m.success_full_precision == pytest.approx(2 / 4) and m.speedup_mean_full_precision == pytest.approx(1.35)
     table = precision_table(results)
     assert table is not None and table.rows[-1] == ["Overall", "4", "75.0%", "2.17x", "2", "50.0%", "1.35x"]
+    # the TF32 switches the references ran under are stated
+    assert ("Every reference ran with cuda.matmul.allow_tf32 off, cudnn.allow_tf32 on, float32_matmul_precision "
+            "highest." in table.note)
 
 
 def test_no_table_when_no_review_recorded_precision():

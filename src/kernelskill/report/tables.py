@@ -102,8 +102,24 @@ def precision_table(results: BenchResults) -> Table | None:
         note="A result in reduced precision passes the configured tolerance but not atol = rtol = 1e-4 on an fp32 "
              "problem while its code or its kernels compute in fp16, bf16, fp8 or TF32 (flag reduced_precision). "
              "(fp32): each task's fastest correct kernel that is not so flagged; a task whose every correct kernel "
-             "is counts as unsolved there.",
+             "is counts as unsolved there. " + tf32_statement(results),
     )
+
+
+def tf32_statement(results: BenchResults) -> str:
+    """What TF32 switches the references ran under, as the reviews recorded them (the same for both sides of a
+    review: a candidate's switch is recorded and undone before the next review)."""
+    seen: dict[str, list[str]] = {}
+    for t in results.tasks:
+        if t.reference_tf32:
+            said = ", ".join(f"{k} {'on' if v is True else 'off' if v is False else v}"
+                             for k, v in sorted(t.reference_tf32.items()))
+            seen.setdefault(said, []).append(t.name)
+    if not seen:
+        return "The references' TF32 switches were not recorded."
+    if len(seen) == 1:
+        return f"Every reference ran with {next(iter(seen))}."
+    return "The references ran with " + "; ".join(f"{said} ({len(names)} tasks)" for said, names in seen.items()) + "."
 
 
 def compile_table(results: BenchResults) -> Table | None:

@@ -105,6 +105,7 @@ class TaskOutcome(BaseModel):
     # the reviews recorded no precision (best_reduced_precision None)
     best_speedup_full_precision: float | None = None
     best_reduced_precision: bool | None = None  # the best kernel is flagged reduced_precision; None: not recorded
+    reference_tf32: dict[str, bool | str] | None = None  # the TF32 switches the reference ran under (best's review)
     eager_ms: float | None = None  # the task's eager time: the median of every reference timing of its reviews
     sol_ms: float | None = None  # the problem's speed-of-light floor on its GPU (review/roofline.py), when known
     pct_of_sol: float | None = None  # that floor over the best kernel's median time, in percent
@@ -166,6 +167,7 @@ def summarize(store: RunStore, task_id: int, state: LoopResult, *, best_path: st
         verdict="correct" if best is not None else (history[-1].verdict if history else None),
         best_speedup=best_speedup, best_ms=best.ms if best else None, eager_ms=eager_ms,
         best_speedup_full_precision=full_speedup, best_reduced_precision=reduced,
+        reference_tf32=((review.result.get("precision") or {}).get("reference_tf32") or None) if review else None,
         best_speedup_median=timing.get("speedup_median"), best_speedup_trimmed=timing.get("speedup_trimmed"),
         best_spread=timing.get("spread"), timing_noisy=timing.get("noisy_reason") if timing.get("noisy") else None,
         best_label=best.label if best else None, best_path=best_path, flags=list(review.flags) if review else [],

@@ -83,3 +83,54 @@ def test_heldout_readme_lists_every_kernel():
     readme = (HELDOUT_DIR / "README.md").read_text(encoding="utf-8")
     for kernel in HELDOUT:
         assert f"`{kernel.name}`" in readme, kernel.name
+
+
+# The second held-out set (tests/data/decision/llm_heldout2): twelve more real LLM kernels on KernelBench problems
+# in neither set above, labelled from the code and the problem sizes alone, without reading or running the policy,
+# so the policy can be scored on kernels that nobody changing its rules has seen. Same format and the same checks,
+# plus its manifest (tests/memory/llm_heldout2_bench.yaml) must agree with the folders' labels.
+HELDOUT2_DIR = LLM_DIR.parent / "llm_heldout2"
+HELDOUT2 = sorted(p for p in HELDOUT2_DIR.iterdir() if p.is_dir())
+HELDOUT2_MANIFEST = Path(__file__).resolve().parent / "llm_heldout2_bench.yaml"
+
+
+def test_heldout2_has_twelve_kernels_on_problems_in_neither_earlier_set():
+    assert len(HELDOUT2) >= 12
+    earlier = {(d / "problem.py").read_bytes() for d in KERNELS + HELDOUT}
+    for kernel in HELDOUT2:
+        assert (kernel / "problem.py").read_bytes() not in earlier, kernel.name
+    assert not {k.name for k in HELDOUT2} & {k.name for k in KERNELS + HELDOUT}
+    models = {yaml.safe_load((d / "labels.yaml").read_text())["model"] for d in HELDOUT2}
+    assert len(models) >= 4
+
+
+@pytest.mark.parametrize("kernel", HELDOUT2, ids=lambda p: p.name)
+def test_heldout2_kernel_folder_is_complete(kernel):
+    test_kernel_folder_is_complete(kernel)
+
+
+@pytest.mark.parametrize("kernel", HELDOUT2, ids=lambda p: p.name)
+def test_heldout2_labels_use_known_methods_and_cite_a_commit(kernel):
+    test_labels_use_known_methods_and_cite_a_commit(kernel)
+
+
+def test_heldout2_readme_lists_every_kernel():
+    readme = (HELDOUT2_DIR / "README.md").read_text(encoding="utf-8")
+    for kernel in HELDOUT2:
+        assert f"`{kernel.name}`" in readme, kernel.name
+
+
+def test_heldout2_manifest_matches_the_labels():
+    manifest = yaml.safe_load(HELDOUT2_MANIFEST.read_text(encoding="utf-8"))
+    entries = {e["id"]: e for e in manifest["kernels"]}
+    assert len(entries) == len(manifest["kernels"])  # no id twice
+    assert set(entries) == {k.name for k in HELDOUT2}
+    for kernel in HELDOUT2:
+        entry, labels = entries[kernel.name], yaml.safe_load((kernel / "labels.yaml").read_text(encoding="utf-8"))
+        assert entry["kind"] == "llm"
+        assert (HELDOUT2_MANIFEST.parent / entry["code"]).resolve() == (kernel / "candidate.py").resolve()
+        assert entry["expert"] == labels["expert"] and entry["why"] == labels["why"], kernel.name
+        assert entry["source"] == labels["source"], kernel.name
+        problem = entry["problem"]
+        assert {"flops", "bytes", "output_bytes", "precision"} <= set(problem), kernel.name
+        assert problem["flops"] >= 0 and problem["bytes"] > 0 and 0 < problem["output_bytes"] <= problem["bytes"]

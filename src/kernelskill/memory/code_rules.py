@@ -34,7 +34,9 @@ _CUDA = {
     "remainder": r"%\s*(2|4|8|16)\b|&\s*(1|3|7|15)\b",
     "transcendental": r"\b(?:__)?(?:expf?|exp2f?|expm1f?|logf?|log2f?|log1pf?|sinf?|cosf?|tanf?|tanhf?|erff?|"
                       r"erfcf?|powf?|sqrtf?|rsqrtf?|cbrtf?|__fdividef|hexp|hlog|h2exp|h2log)\s*\(",
-    "window_loop": r"for\s*\(\s*(?:int|unsigned|size_t|int64_t)?\s*(kh|kw|ky|kx|kd|dy|dx|fy|fx|r|s|ki|kj)\s*=",
+    # a loop over a window index; its step (group 2) says whether it is one: s >>= 1 halves a reduction tree
+    "window_loop": r"for\s*\(\s*(?:int|unsigned|size_t|int64_t)?\s*(kh|kw|ky|kx|kd|dy|dx|fy|fx|r|s|ki|kj)\s*="
+                   r"[^;]*;[^;]*;([^)]*)\)",
     "reduction": r"__shfl\w*_sync|\batomicAdd\b|cg::reduce|__reduce_\w+_sync|\b(Block|Warp)Reduce\b|cub::\w*Reduce",
     "tree": r">>=\s*1|/=\s*2|>>\s*1\s*;",
     "warp": r"__shfl\w*_sync|__reduce_\w+_sync|cg::reduce|cooperative_groups::reduce|\bWarpReduce\b|__ballot_sync"
@@ -133,14 +135,14 @@ def _tl_ieee_only(k: ast.FunctionDef) -> bool:
     return bool(dots)
 
 
-def _tl_strided_fast_axis(k: ast.FunctionDef) -> bool:
+def _tl_strided_fast_axis(k: ast.FunctionDef, calls: tuple[str, ...] = ("tl.load", "tl.store")) -> bool:
     """A load/store pointer whose fastest axis is a tl.arange scaled by a stride (not contiguous)."""
     derived: set[str] = set()
     for n in ast.walk(k):  # names computed from tl.arange (one pass in source order is enough for kernels)
         if isinstance(n, ast.Assign) and ("tl.arange" in ast.unparse(n.value) or _reads(n.value, derived)):
             derived |= {t.id for t in n.targets if isinstance(t, ast.Name)}
     for name, call in _tl_calls(k):
-        if name not in ("tl.load", "tl.store") or not call.args:
+        if name not in calls or not call.args:
             continue
         for m in ast.walk(call.args[0]):
             if isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mult):
@@ -288,13 +290,22 @@ def _stencil(v: SourceView) -> bool:
     def cuda(v: SourceView) -> bool:
         names = re.findall(r"__global__\s+void\s+(\w+)", v.cuda)
         neighbours = any(re.search(r"[+-]\s*1\s*\]", k) and re.search(r"-\s*1\s*\]", k) for k in v.cuda_kernels)
-        return named(names) or _any(_CUDA["window_loop"], v.cuda) or neighbours
+        return named(names) or _cuda_window_loop(v.cuda) or neighbours
 
     def triton(v: SourceView) -> bool:
         window = any(re.search(r"\bfor\s+(kh|kw|ky|kx|kd|dy|dx|r|s)\s+in\b", s) for s in v.triton_sources)
         return named([k.name for k in v.triton_kernels]) or window
 
     return _per_backend(cuda, triton)(v)
+
+
+_HALVING_STEP = re.compile(r">>=|<<=|/=|\*=|=\s*\w+\s*(?:>>|<<|/|\*)")
+
+
+def _cuda_window_loop(cuda: str) -> bool:
+    """A loop over a window index (kh, kw, dy, r, s...) stepping through the window; a loop over `s` that halves
+    or doubles its step (for (s = blockDim.x / 2; s > 0; s >>= 1)) is a shared-memory reduction tree, not a window."""
+    return any(not _HALVING_STEP.search(m.group(2)) for m in re.finditer(_CUDA["window_loop"], cuda))
 
 
 def _transcendental_heavy(v: SourceView) -> bool:
@@ -304,8 +315,49 @@ def _transcendental_heavy(v: SourceView) -> bool:
             len(re.findall(r"libdevice\.\w+\(", s)) for s in v.triton_sources
         ) >= 2
 
-    return _per_backend(lambda v: sum(len(re.findall(_CUDA["transcendental"], k)) for k in v.cuda_kernels) >= 2,
-                        triton)(v)  # fmt: skip
+    def cuda(v: SourceView) -> bool:  # the kernels and the __device__ helpers they call (a gelu(x) helper)
+        code = v.cuda_kernels + v.cuda_device_functions
+        return sum(len(re.findall(_CUDA["transcendental"], k)) for k in code) >= 2
+
+    return _per_backend(cuda, triton)(v)
+
+
+# Math functions whose unsuffixed name has a double overload: tanh(2.0 * x) runs the FP64 tanh (the argument is a
+# double), where tanhf(...) or tanh(float) run in FP32.
+_MATH_FN = re.compile(r"(?<![\w.])(tanh|exp|exp2|expm1|log|log2|log10|log1p|pow|sqrt|rsqrt|cbrt|erf|erfc|sin|cos|"
+                      r"tan|sinh|cosh|asin|acos|atan|atan2|hypot|fmod)\s*\(")  # fmt: skip
+# a floating literal without the f suffix (0.5, 2.0, 1e-5, .25), or a double constant macro of math.h
+_DOUBLE_CONSTANT = re.compile(r"(?<![\w.])(?:\d+\.\d*|\.\d+|\d+(?:\.\d*)?[eE][+-]?\d+)(?![\w.])|\bM_[A-Z0-9_]+\b")
+
+
+def _cuda_fp64_math(v: SourceView) -> bool:
+    kernels = v.cuda_kernels
+    fp32_data = any(re.search(r"\bfloat\s*\*", k[: k.find("{")]) for k in kernels)
+    if not fp32_data or any(re.search(r"\bdouble\s*\*", k[: k.find("{")]) for k in kernels):
+        return False  # the data is FP64 itself (or not FP32): the double math is the problem's own
+    for code in kernels + v.cuda_device_functions:
+        doubles = set(re.findall(r"\bdouble\s+(\w+)", code))
+        for m in _MATH_FN.finditer(code):
+            arg, _ = _parenthesized_at(code, m.end() - 1)
+            if _DOUBLE_CONSTANT.search(arg) or re.search(r"\(\s*double\s*\)|<\s*double\s*>", arg) or any(
+                re.search(rf"\b{d}\b", arg) for d in doubles
+            ):  # fmt: skip
+                return True
+    return False
+
+
+def _parenthesized_at(text: str, open_at: int) -> tuple[str, int]:
+    depth = 0
+    for j in range(open_at, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[open_at + 1 : j], j + 1
+    return text[open_at + 1 :], len(text)
+
+
+def _tl_fp64_math(v: SourceView) -> bool:
+    return any("tl.float64" in src and any(n.split(".")[-1] in _TL_TRANSCENDENTAL for n in _tl_names(k))
+               for k, src in zip(v.triton_kernels, v.triton_sources, strict=False))  # fmt: skip
 
 
 def _pointwise(v: SourceView) -> bool:
@@ -361,6 +413,100 @@ def _cuda_rereads(kernel: str) -> bool:
     segments = re.split(r"\bfor\s*\(", kernel)[1:]  # text from each loop header to the next
     used = [{p for p in pointers if re.search(rf"\b{p}\s*\[", seg)} for seg in segments]
     return any(p in a and p in b for i, a in enumerate(used) for b in used[i + 1 :] for p in pointers)
+
+
+def _params(kernel: str) -> list[str]:
+    """The parameter names of a __global__ function, in order."""
+    signature = kernel[kernel.find("(") + 1 : kernel.find("{")]
+    signature = signature[: signature.rfind(")")]
+    return [(re.findall(r"(\w+)\s*(?:\[\s*\])?\s*$", p.strip()) or [""])[0] for p in _split_args(signature)]
+
+
+def _split_args(text: str, brackets: str = "([{<") -> list[str]:
+    """`text` split at its top-level commas (template brackets count as brackets unless `brackets` says not)."""
+    closing = {"(": ")", "[": "]", "{": "}", "<": ">"}
+    parts, depth, last = [], 0, 0
+    for j, c in enumerate(text):
+        if c in brackets:
+            depth += 1
+        elif c in "".join(closing[b] for b in brackets):
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[last:j])
+            last = j + 1
+    return parts + [text[last:]] if text.strip() else parts
+
+
+def _loop_reads(kernel: str) -> set[str]:
+    """Parameters a kernel reads inside a for loop (p[...] not assigned to)."""
+    found: set[str] = set()
+    for m in re.finditer(r"\bfor\s*\(", kernel):
+        _, after = _parenthesized_at(kernel, m.end() - 1)
+        body = statement_after(kernel, after)
+        found |= set(re.findall(r"\b(\w+)\s*\[[^\]]*\](?!\s*(?:=(?!=)|\+=|-=|\*=|/=))", body))
+    return found
+
+
+def _cuda_rereads_across_kernels(v: SourceView) -> bool:
+    """Two kernels launched by the host C++ each loop over the same tensor (a mean kernel, then a variance kernel
+    over the same input): one more pass over the data, as a kernel reading its input in two loops."""
+    kernels = {(re.findall(r"__global__\s+\w+\s+(\w+)\s*\(", k) or [""])[0]: k for k in v.cuda_kernels}
+    readers: dict[str, set[str]] = {}
+    for m in re.finditer(r"\b(\w+)\s*(?:<[^<>;]*>)?\s*<<<[^;]*?>>>\s*\(", v.cuda_host):
+        kernel = kernels.get(m.group(1))
+        if kernel is None:
+            continue
+        args, _ = _parenthesized_at(v.cuda_host, m.end() - 1)
+        read = _loop_reads(kernel)
+        for param, arg in zip(_params(kernel), _split_args(args), strict=False):
+            tensor = re.match(r"\s*(\w+)\s*\.\s*data_ptr", arg)
+            if tensor and param in read:
+                readers.setdefault(tensor.group(1), set()).add(m.group(1))
+    return any(len(ks) >= 2 for ks in readers.values())
+
+
+def _assignments(code: str) -> list[tuple[str, str]]:
+    """(name, value) of each assignment, declarations of several names split (int r = ..., c = ...;)."""
+    found = []
+    for statement in re.split(r"[;{}]", code):
+        for part in _split_args(statement, "(["):
+            m = re.search(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*(.+)$", part.strip(), re.DOTALL)
+            if m and not re.search(r"[<>!]$", part[: part.find("=")].rstrip()):
+                found.append((m.group(1), m.group(2)))
+    return found
+
+
+def _lane_names(kernel: str) -> set[str]:
+    """Names computed from threadIdx.x (directly or through such names): what neighbouring lanes differ in."""
+    names: set[str] = set()
+    assigns = _assignments(kernel)
+    for _ in range(3):
+        for name, value in assigns:
+            if re.search(r"\bthreadIdx\.x\b", value) or any(re.search(rf"\b{n}\b", value) for n in names):
+                names.add(name)
+    return names
+
+
+def _lane_strided(index: str, lanes: set[str]) -> bool:
+    """Every lane name in the subscript is multiplied by a runtime size or a literal of 8 or more (i * N + j)."""
+    found = [m for n in lanes for m in re.finditer(rf"\b{n}\b", index)]
+    if not found:
+        return False
+    for m in found:
+        before, after = index[: m.start()].rstrip(), index[m.end() :].lstrip()
+        right = re.match(r"\)?\s*\*\s*\(?\s*([A-Za-z_]\w*|\d+)", after)
+        left = re.search(r"([A-Za-z_]\w*|\d+)\s*\)?\s*\*\s*\(?$", before)
+        factor = (right or left).group(1) if (right or left) else None
+        if factor is None or factor in lanes or (factor.isdigit() and int(factor) < 8):
+            return False
+    return True
+
+
+def _cuda_lane_strided_store(kernel: str) -> bool:
+    pointers = set(re.findall(r"\*\s*(?:const\s+)?(?:__restrict__\s+)?(\w+)\s*[,)]", kernel[: kernel.find("{")]))
+    lanes = _lane_names(kernel)
+    stores = [i for a, i in re.findall(r"\b(\w+)\s*\[([^\]]*)\]\s*(?:=(?!=)|\+=)", kernel) if a in pointers]
+    return bool(stores and lanes) and all(_lane_strided(i, lanes) for i in stores)
 
 
 def _persistent(v: SourceView) -> bool:
@@ -472,8 +618,15 @@ RULES: dict[str, Rule] = {
     and not any("tl.dot" in _tl_names(k) for k in v.triton_kernels),
     "stencil_or_conv": _stencil,
     "reduction": _reduction,
-    "rereads_input": _per_backend(lambda v: any(_cuda_rereads(k) for k in v.cuda_kernels),
-                                  lambda v: any(_tl_rereads(k) for k in v.triton_kernels)),
+    "rereads_input": _per_backend(lambda v: any(_cuda_rereads(k) for k in v.cuda_kernels)
+                                  or _cuda_rereads_across_kernels(v),
+                                  lambda v: any(_tl_rereads(k) for k in v.triton_kernels)),  # fmt: skip
+    "fp64_math_on_fp32_data": _per_backend(_cuda_fp64_math, _tl_fp64_math),
+    "host_reduces_kernel_output": lambda v: v.backend in ("cuda", "triton") and v.host_reduces_kernel_output,
+    "lane_strided_store": _per_backend(
+        lambda v: any(_cuda_lane_strided_store(k) for k in v.cuda_kernels),
+        lambda v: any(_tl_strided_fast_axis(k, ("tl.store",)) for k in v.triton_kernels),
+    ),
     "warp_level_primitives": _per_backend(lambda v: _any(_CUDA["warp"], v.cuda),
                                           lambda v: any(_tl_reduces(k) for k in v.triton_kernels)),
     "atomics": _per_backend(lambda v: _any(_CUDA["atomics"], v.cuda),

@@ -40,6 +40,12 @@ _COOPERATION = re.compile(r"__shared__|__shfl\w*_sync|__reduce_\w+_sync|cg::|coo
 _SERIAL_FOR = re.compile(r"for\s*\(\s*(?:int|unsigned|size_t|int64_t|long)?\s*(\w+)\s*=[^;]*;\s*\1\s*<=?\s*"
                          r"(?:[A-Za-z_][\w.\->]*[^;]*|(?P<trip>\d+)\s*);"
                          r"\s*(?:\1\s*\+\+|\+\+\s*\1|\1\s*\+=\s*1\b)\s*\)")  # fmt: skip
+# the same walk backwards: for (int j = n - 1; j >= 0; --j) - a reversed scan or suffix sum walks its row as serially
+# (the bound is then the start, n - 1, a runtime expression or a literal of at least MIN_SERIAL_TRIP)
+_SERIAL_FOR_DOWN = re.compile(r"for\s*\(\s*(?:int|unsigned|size_t|int64_t|long)?\s*(\w+)\s*=\s*"
+                              r"(?:(?P<start>[A-Za-z_][\w.\->]*[^;]*)|(?P<trip>\d+)\s*);"
+                              r"\s*\1\s*(?:>=\s*0|>\s*-\s*1)\s*;"
+                              r"\s*(?:\1\s*--|--\s*\1|\1\s*-=\s*1\b)\s*\)")  # fmt: skip
 MIN_SERIAL_TRIP = 64
 
 
@@ -63,6 +69,14 @@ def statement_after(text: str, pos: int) -> str:
             if depth == 0:
                 return text[i : j + 1]
         return text[i:]
+    nested = re.match(r"(?:for|while)\s*\(", text[i:])
+    if nested:  # an unbraced loop nest: for (c...) for (h...) s += x[...]; the inner loop is the body
+        depth = 0
+        for j in range(i + nested.end() - 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            if depth == 0:
+                inner = statement_after(text, j + 1)
+                return text[i : text.find(inner, j + 1) + len(inner)]
     end = text.find(";", i)
     return text[i : end + 1 if end >= 0 else len(text)]
 
@@ -70,21 +84,30 @@ def statement_after(text: str, pos: int) -> str:
 class SerialLoop(NamedTuple):
     var: str  # the loop variable
     along: str  # it and the names the body computes from it, as a regex alternative (int index = row + i)
-    bound: str  # what the loop runs up to, as written
+    bound: str  # what the loop runs up to, as written (for a loop walking down: where it starts, n - 1)
     acc: str  # the scalar it folds into
     body: str
     end: int  # where the loop (its body) ends in the kernel's text
+    start: int = 0  # where the loop's `for` starts in the kernel's text
+
+
+def _serial_headers(kernel: str) -> Iterator[tuple[re.Match[str], str, str | None]]:
+    """(match, bound, literal trip count or None) of every serial `for` header, walking up or down."""
+    for m in _SERIAL_FOR.finditer(kernel):
+        bound = re.search(rf";\s*{m.group(1)}\s*<=?\s*([^;]*);", m.group(0)).group(1).strip()
+        yield m, bound, m.group("trip")
+    for m in _SERIAL_FOR_DOWN.finditer(kernel):
+        yield m, (m.group("start") or m.group("trip")).strip(), m.group("trip")
 
 
 def _cuda_serial_loops(kernel: str) -> Iterator[SerialLoop]:
-    """Every serial folding loop of a non-cooperating CUDA kernel."""
+    """Every serial folding loop of a non-cooperating CUDA kernel, in source order."""
     if _COOPERATION.search(kernel):
         return
-    for m in _SERIAL_FOR.finditer(kernel):
+    for m, bound, trip in sorted(_serial_headers(kernel), key=lambda h: h[0].start()):
         var, body = m.group(1), statement_after(kernel, m.end())
-        if var in _WINDOW_VARS or (m.group("trip") and int(m.group("trip")) < MIN_SERIAL_TRIP):
+        if var in _WINDOW_VARS or (trip and int(trip) < MIN_SERIAL_TRIP):
             continue
-        bound = re.search(rf";\s*{var}\s*<=?\s*([^;]*);", m.group(0)).group(1).strip()
         along = _along(body, var)
         if _window_loop(bound, body, along):
             continue
@@ -92,7 +115,15 @@ def _cuda_serial_loops(kernel: str) -> Iterator[SerialLoop]:
             continue  # the loop does not read along its index
         end = kernel.find(body, m.end()) + len(body)
         for acc in _accumulators(body, var):
-            yield SerialLoop(var, along, bound, acc, body, end)
+            yield SerialLoop(var, along, bound, acc, body, end, m.start())
+
+
+def serial_depth(kernel: str) -> int:
+    """How many serial folding loops are nested at the deepest point of a CUDA kernel: 1 for a walk along one
+    dimension (a row, a channel column), 3 for a thread that folds a whole C/G x H x W group. The per-thread serial
+    work grows with each nested dimension, so across a candidate's kernels the deepest nest is the slow one."""
+    spans = {(loop.start, loop.end) for loop in _cuda_serial_loops(kernel)}
+    return max((sum(1 for a, b in spans if a <= s < b) for s, _ in spans), default=0)
 
 
 def _window_loop(bound: str, body: str, along: str) -> bool:
@@ -261,19 +292,30 @@ def _derived(text: str, root: str) -> set[str]:
     return names
 
 
+def _element_names(text: str, arrays: set[str]) -> set[str]:
+    """Names `text` assigns from an element of one of `arrays` (float v = x[idx] - m), directly or not."""
+    reads = "|".join(sorted(arrays))
+    assigns = _ASSIGN.findall(text)
+    names = {n for n, value in assigns if reads and re.search(rf"\b(?:{reads})\s*\[", value)}
+    for _ in range(3):
+        names |= {n for n, value in assigns if any(re.search(rf"\b{x}\b", value) for x in names)}
+    return names
+
+
 def _cuda_recomputed(kernel: str) -> bool:
     pointers = _pointer_params(kernel)
     for loop in _cuda_serial_loops(kernel):
         rest = kernel[loop.end :]
         stat = "|".join(_derived(rest, loop.acc))
         read = {a for a in re.findall(r"(\w+)\s*\[", loop.body)} & pointers
+        # the output's own input element, read in the store or through names computed from it (v = expf(x[i] - m)
+        # / s; out[i] = 1 / (1 + expf(-v)))
+        element = "|".join([rf"\b{a}\s*\[" for a in sorted(read)] + [rf"\b{n}\b" for n in _element_names(rest, read)])
         for st in re.finditer(r"\b(\w+)\s*\[[^\]]*\]\s*=(?!=)\s*([^;]+);", rest):
             if re.search(r"\bfor\s*\(", rest[: st.start()]):
                 break  # a store in a later loop walks the row: the statistic serves many outputs
             rhs = st.group(2)
-            if st.group(1) in pointers and re.search(rf"\b(?:{stat})\b", rhs) and any(
-                re.search(rf"\b{a}\s*\[", rhs) for a in read
-            ):  # fmt: skip
+            if st.group(1) in pointers and element and re.search(rf"\b(?:{stat})\b", rhs) and re.search(element, rhs):
                 return True
     return False
 
@@ -370,11 +412,28 @@ def _triton_discarded(k: ast.FunctionDef) -> bool:
     return bool(stores) and all(any(c is g for g in guarded) for c in stores)
 
 
+def slowest_serial_kernels(kernels: list[str]) -> list[str]:
+    """The CUDA kernels with the deepest nest of serial folding loops. When a candidate has several serial kernels,
+    the one whose threads fold the most nested dimensions (a GroupNorm thread walking C/G x H x W) does the most
+    serial work per thread; a kernel walking one short dimension beside it (a logsumexp over 16 channels) is not
+    what the forward waits on, so the layout advice follows the former."""
+    depths = [serial_depth(k) for k in kernels]
+    deepest = max(depths, default=0)
+    return [k for k, d in zip(kernels, depths, strict=True) if d == deepest and d > 0]
+
+
+def _triton_serial_depth(k: ast.FunctionDef) -> int:
+    loops = list({id(loop): loop for loop, _ in _triton_serial_loops(k)}.values())
+    return max((sum(1 for o in loops if any(n is loop for n in ast.walk(o))) for loop in loops), default=0)
+
+
 def strided_reduction_axis(v: SourceView) -> bool:
     if v.backend == "cuda":
-        return any(_cuda_strided_axis(k) for k in v.cuda_kernels)
+        return any(_cuda_strided_axis(k) for k in slowest_serial_kernels(v.cuda_kernels))
     if v.backend == "triton":
-        return any(_triton_strided_axis(k) for k in v.triton_kernels)
+        depths = [_triton_serial_depth(k) for k in v.triton_kernels]
+        deepest = max(depths, default=0)
+        return any(_triton_strided_axis(k) for k, d in zip(v.triton_kernels, depths, strict=True) if d == deepest)
     return False
 
 

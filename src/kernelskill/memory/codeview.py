@@ -35,11 +35,16 @@ class SourceView:
     backend: str  # "cuda" | "triton" | "torch"
     cuda: str = ""  # all CUDA C++ source found, comments removed
     cuda_kernels: list[str] = field(default_factory=list)  # each __global__ function, signature and body
+    cuda_device_functions: list[str] = field(default_factory=list)  # each __device__ helper, signature and body
+    cuda_host: str = ""  # the C++ outside the kernels and device helpers: launchers, their PyTorch calls
     triton_kernels: list[ast.FunctionDef] = field(default_factory=list)
     triton_sources: list[str] = field(default_factory=list)
     host: str = ""  # forward plus the module-level functions it calls
     launch_sites: int = 0
     launch_in_loop: bool = False
+    # the host reduces what a kernel of the candidate wrote with a PyTorch reduction (forward: torch.mean(y) after
+    # y = ext.kernel(x); a C++ launcher: return out.sum() after out's kernel): a separate pass over the output
+    host_reduces_kernel_output: bool = False
 
     @property
     def kernels(self) -> list[str]:
@@ -58,7 +63,9 @@ def read_source(path: str | Path) -> SourceView:
 def build_view(text: str, filename: str = "<candidate>") -> SourceView:
     if filename.endswith(CUDA_SUFFIXES):  # a bare CUDA file: everything is kernel source, no Python host
         cuda = _C_COMMENTS.sub("", text)
-        return SourceView(filename, cuda, "cuda", cuda=cuda, cuda_kernels=_cuda_kernels(cuda))
+        view = SourceView(filename, cuda, "cuda", cuda=cuda, cuda_kernels=_cuda_kernels(cuda))
+        _split_device_code(view)
+        return view
     try:
         tree = ast.parse(text, filename=filename)
     except SyntaxError as exc:
@@ -70,6 +77,7 @@ def build_view(text: str, filename: str = "<candidate>") -> SourceView:
     view = SourceView(filename, clean, "torch", cuda=cuda, cuda_kernels=_cuda_kernels(cuda), triton_kernels=triton)
     view.triton_sources = [ast.get_source_segment(clean, n) or "" for n in triton]
     view.backend = "cuda" if view.cuda_kernels else "triton" if triton else "torch"
+    _split_device_code(view)
     _analyse_host(view, tree, clean, strings)
     return view
 
@@ -89,10 +97,16 @@ def _strip_python_comments(text: str) -> str:
 
 
 def _cuda_kernels(cuda: str) -> list[str]:
-    kernels = []
-    for m in re.finditer(r"__global__", cuda):
-        brace = cuda.find("{", m.end())
-        if brace < 0:
+    return [cuda[a:b] for a, b in _function_spans(cuda, "__global__")]
+
+
+def _function_spans(cuda: str, qualifier: str) -> list[tuple[int, int]]:
+    """(start, end) of each function definition marked `qualifier`, from the qualifier to its closing brace; a
+    declaration or a variable (`__device__ float g;`: a ';' before any '{') is skipped."""
+    spans = []
+    for m in re.finditer(rf"\b{qualifier}\b", cuda):
+        brace, semi = cuda.find("{", m.end()), cuda.find(";", m.end())
+        if brace < 0 or (0 <= semi < brace):
             continue
         depth, i = 0, brace
         while i < len(cuda):
@@ -100,8 +114,21 @@ def _cuda_kernels(cuda: str) -> list[str]:
             if depth == 0:
                 break
             i += 1
-        kernels.append(cuda[m.start() : i + 1])
-    return kernels
+        spans.append((m.start(), i + 1))
+    return spans
+
+
+def _split_device_code(view: SourceView) -> None:
+    """The __device__ helpers the kernels call, and the host C++ left when kernels and helpers are cut out."""
+    spans = _function_spans(view.cuda, "__global__")
+    device = [(a, b) for a, b in _function_spans(view.cuda, "__device__") if not any(x <= a < y for x, y in spans)]
+    view.cuda_device_functions = [view.cuda[a:b] for a, b in device]
+    host, last = [], 0
+    for a, b in sorted(spans + device):
+        if a >= last:
+            host.append(view.cuda[last:a])
+            last = b
+    view.cuda_host = "".join(host) + view.cuda[last:]
 
 
 def _is_triton_jit(node: ast.FunctionDef) -> bool:
@@ -124,8 +151,9 @@ def _analyse_host(view: SourceView, tree: ast.Module, clean: str, strings: list[
     forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward"), None)
     if forward is None:
         return
-    # the forward and the helpers it calls (two levels deep covers wrapper -> launcher)
-    host_nodes: list[ast.FunctionDef] = [forward]
+    # the forward, the forwards of the file's own modules it holds as submodules (self.bn = CustomBatchNorm(...)),
+    # and the helpers they call (two levels deep covers wrapper -> launcher)
+    host_nodes: list[ast.FunctionDef] = [forward] + _own_submodule_forwards(cls, classes)
     for _ in range(2):
         called = {c.func.id for n in host_nodes for c in ast.walk(n) if isinstance(c, ast.Call)
                   and isinstance(c.func, ast.Name)}  # fmt: skip
@@ -137,12 +165,88 @@ def _analyse_host(view: SourceView, tree: ast.Module, clean: str, strings: list[
     # helpers the forward calls inside a loop: their launches repeat too (for op in ...: x = launch_helper(x))
     in_loop = {c.func.id for loop in ast.walk(forward) if isinstance(loop, ast.For | ast.While)
                for c in ast.walk(loop) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}  # fmt: skip
+    called_ext: set[str] = set()
     for node in host_nodes:
-        for call in ast.walk(node):
-            if isinstance(call, ast.Call) and _launches(call, ext_functions, submodules, kernels):
+        first_own_launch = None
+        calls = sorted((c for c in ast.walk(node) if isinstance(c, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
+        for call in calls:
+            if _launches(call, ext_functions, submodules, kernels):
                 view.launch_sites += 1
                 repeated = _inside_loop(call, node) or (node is not forward and node.name in in_loop)
                 view.launch_in_loop = view.launch_in_loop or repeated
+            own = _own_launch(call, ext_functions, kernels)
+            if own:
+                called_ext.add(own)
+                first_own_launch = first_own_launch or call.lineno
+            elif first_own_launch is not None and call.lineno > first_own_launch and _is_torch_reduction(call):
+                view.host_reduces_kernel_output = True
+    for name in sorted(called_ext):
+        body = _cpp_function_body(view.cuda_host, name)
+        launches = len(re.findall(r"<<<", body))
+        after = body[body.find("<<<") :] if launches else ""
+        ops = [m.group(1) or m.group(2) for m in _CPP_TORCH_CALL.finditer(after)]
+        ops = [op for op in ops if op not in _NO_KERNEL and not op.startswith(_CPP_NO_KERNEL)]
+        # each further kernel the launcher starts, and each PyTorch op it applies once its kernel ran, is a launch
+        view.launch_sites += max(0, launches - 1) + len(ops)
+        view.host_reduces_kernel_output |= any(op in _REDUCTIONS for op in ops)
+
+
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "var", "std", "logsumexp", "nansum",
+               "nanmean", "count_nonzero", "all", "any"}  # fmt: skip
+# PyTorch calls in C++ launchers: tensor methods (out.sum(), y.mul_(m)) and torch:: / at:: functions
+_CPP_TORCH_CALL = re.compile(r"\.\s*(\w+)\s*\(|\b(?:torch|at)::(\w+)\s*\(")
+# C++ names that launch nothing or only allocate: accessors, options, allocations (zeros_like fills, but before the
+# kernel, not on its result), dispatch helpers
+_CPP_NO_KERNEL = ("data_ptr", "size", "sizes", "stride", "strides", "numel", "dim", "options", "device", "dtype",
+                  "scalar_type", "is_", "defined", "item", "accessor", "packed_accessor", "empty", "zeros", "ones",
+                  "full", "TensorOptions", "kFloat", "view", "reshape", "squeeze", "unsqueeze", "expand", "narrow",
+                  "select", "slice", "to", "type", "index", "get", "push_back", "begin", "end", "str",
+                  "c_str")  # fmt: skip
+
+
+def _own_launch(call: ast.Call, ext_functions: set[str], triton_kernels: set[str]) -> str | None:
+    """The name of the candidate's own kernel or exported C++ function this call starts, if it starts one."""
+    func = call.func
+    if isinstance(func, ast.Subscript):
+        target = func.value
+        name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+        return name if name in triton_kernels else None
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name if name in ext_functions else None
+
+
+def _is_torch_reduction(call: ast.Call) -> bool:
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _REDUCTIONS:
+        return False
+    return ast.unparse(func.value) not in ("math", "np", "numpy", "builtins", "tl")  # torch.mean(y), y.sum()
+
+
+def _cpp_function_body(cpp: str, name: str) -> str:
+    m = re.search(rf"\b{re.escape(name)}\s*\([^;{{]*\)\s*\{{", cpp)
+    if m is None:
+        return ""
+    depth, i = 0, m.end() - 1
+    for j in range(i, len(cpp)):
+        depth += {"{": 1, "}": -1}.get(cpp[j], 0)
+        if depth == 0:
+            return cpp[i : j + 1]
+    return cpp[i:]
+
+
+def _own_submodule_forwards(cls: ast.ClassDef, classes: list[ast.ClassDef]) -> list[ast.FunctionDef]:
+    """forward of each class of the file that `cls` holds as a submodule (self.bn = CustomBatchNorm2d(...))."""
+    own = {c.name: c for c in classes if c is not cls}
+    found = []
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            callee = ast.unparse(node.value.func)
+            sub = own.get(callee)
+            body = sub.body if sub else []
+            fwd = next((b for b in body if isinstance(b, ast.FunctionDef) and b.name == "forward"), None)
+            if fwd is not None and fwd not in found:
+                found.append(fwd)
+    return found
 
 
 def _load_inline_functions(tree: ast.Module) -> set[str]:

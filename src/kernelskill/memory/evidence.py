@@ -208,6 +208,23 @@ def _problem_inputs_per_output(ev: Evidence, _: object) -> float | None:
     return max(0.0, w.bytes - w.output_bytes) / w.output_bytes
 
 
+def _problem_macs_per_output(ev: Evidence, _: object) -> float | None:
+    """Multiply-adds per output element: a matrix product's K (2 M N K FLOPs over M N outputs), a convolution's
+    C_in x kernel taps. 0 for a problem without matrix products, unknown without the problem's FLOPs or outputs."""
+    w, outputs = ev.problem, _problem_outputs(ev, None)
+    if w is None or w.flops is None or not outputs:
+        return None
+    return w.flops / 2 / outputs
+
+
+def _problem_output_share(ev: Evidence, _: object) -> float | None:
+    """The outputs' share of the problem's minimum bytes (1 when writing the output is all the traffic)."""
+    w = ev.problem
+    if w is None or w.output_bytes is None or not w.bytes:
+        return None
+    return min(1.0, w.output_bytes / w.bytes)
+
+
 def _ncu_forward_ms(ev: Evidence, _: object) -> float | None:
     # One launch of each kernel: a lower bound on the forward's GPU time (each kernel runs at least once per
     # forward), so the percent of the floor computed from it is an upper bound - headroom is at least that large.
@@ -247,6 +264,8 @@ RUN_FEATURES: dict[str, dict[str, Getter]] = {
     "floor_fp32_ms": {"problem": _floor_fp32_ms},
     "problem_outputs": {"problem": _problem_outputs},
     "problem_inputs_per_output": {"problem": _problem_inputs_per_output},
+    "problem_macs_per_output": {"problem": _problem_macs_per_output},
+    "problem_output_share": {"problem": _problem_output_share},
     "forward_ms": {
         "problem": lambda ev, _: ev.problem.forward_ms if ev.problem is not None else None,
         "torch_profiler": lambda ev, _: p.forward_time_us / 1e3 if (p := _prof(ev)) and p.forward_time_us else None,

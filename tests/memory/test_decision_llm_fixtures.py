@@ -134,3 +134,54 @@ def test_heldout2_manifest_matches_the_labels():
         problem = entry["problem"]
         assert {"flops", "bytes", "output_bytes", "precision"} <= set(problem), kernel.name
         assert problem["flops"] >= 0 and problem["bytes"] > 0 and 0 < problem["output_bytes"] <= problem["bytes"]
+
+
+# The third held-out set (tests/data/decision/llm_heldout3): ten more real LLM kernels on KernelBench problems in
+# none of the three sets above, labelled from the code and the problem sizes alone, without reading or running the
+# policy, to stay unseen while the second held-out set is used to change the rules. Same format and the same checks
+# as the second set, with its own manifest (tests/memory/llm_heldout3_bench.yaml).
+HELDOUT3_DIR = LLM_DIR.parent / "llm_heldout3"
+HELDOUT3 = sorted(p for p in HELDOUT3_DIR.iterdir() if p.is_dir())
+HELDOUT3_MANIFEST = Path(__file__).resolve().parent / "llm_heldout3_bench.yaml"
+
+
+def test_heldout3_has_ten_kernels_on_problems_in_no_earlier_set():
+    assert len(HELDOUT3) >= 10
+    earlier = {(d / "problem.py").read_bytes() for d in KERNELS + HELDOUT + HELDOUT2}
+    for kernel in HELDOUT3:
+        assert (kernel / "problem.py").read_bytes() not in earlier, kernel.name
+    assert not {k.name for k in HELDOUT3} & {k.name for k in KERNELS + HELDOUT + HELDOUT2}
+    models = {yaml.safe_load((d / "labels.yaml").read_text())["model"] for d in HELDOUT3}
+    assert len(models) >= 4
+
+
+@pytest.mark.parametrize("kernel", HELDOUT3, ids=lambda p: p.name)
+def test_heldout3_kernel_folder_is_complete(kernel):
+    test_kernel_folder_is_complete(kernel)
+
+
+@pytest.mark.parametrize("kernel", HELDOUT3, ids=lambda p: p.name)
+def test_heldout3_labels_use_known_methods_and_cite_a_commit(kernel):
+    test_labels_use_known_methods_and_cite_a_commit(kernel)
+
+
+def test_heldout3_readme_lists_every_kernel():
+    readme = (HELDOUT3_DIR / "README.md").read_text(encoding="utf-8")
+    for kernel in HELDOUT3:
+        assert f"`{kernel.name}`" in readme, kernel.name
+
+
+def test_heldout3_manifest_matches_the_labels():
+    manifest = yaml.safe_load(HELDOUT3_MANIFEST.read_text(encoding="utf-8"))
+    entries = {e["id"]: e for e in manifest["kernels"]}
+    assert len(entries) == len(manifest["kernels"])  # no id twice
+    assert set(entries) == {k.name for k in HELDOUT3}
+    for kernel in HELDOUT3:
+        entry, labels = entries[kernel.name], yaml.safe_load((kernel / "labels.yaml").read_text(encoding="utf-8"))
+        assert entry["kind"] == "llm"
+        assert (HELDOUT3_MANIFEST.parent / entry["code"]).resolve() == (kernel / "candidate.py").resolve()
+        assert entry["expert"] == labels["expert"] and entry["why"] == labels["why"], kernel.name
+        assert entry["source"] == labels["source"], kernel.name
+        problem = entry["problem"]
+        assert {"flops", "bytes", "output_bytes", "precision"} <= set(problem), kernel.name
+        assert problem["flops"] >= 0 and problem["bytes"] > 0 and 0 < problem["output_bytes"] <= problem["bytes"]

@@ -595,7 +595,129 @@ def _shared_tree(v: SourceView) -> bool:
 
 
 def _host_sync(v: SourceView) -> bool:
-    return _any(_HOST["sync"], v.host) or _any(r"cudaDeviceSynchronize|cudaMemcpy\s*\(", v.cuda)
+    # cublasDestroy / cudnnDestroy synchronize the device: a handle destroyed in the launcher is a sync per forward
+    return _any(_HOST["sync"], v.host) or _any(
+        r"cudaDeviceSynchronize|cudaMemcpy\s*\(|\b(cublas|cublasLt|cudnn)Destroy\s*\(", v.cuda
+    )
+
+
+# a library product or convolution called from host code (C++ launcher): cuBLAS/cuDNN or ATen's own
+_CPP_LIBRARY_CALL = re.compile(r"\b(?:cublas|cudnn)\w+\s*\(|\b(?:at|torch)::(?:matmul|mm|bmm|addmm|linear|conv\w*)\s*\("
+                               r"|\.\s*(?:matmul|mm|bmm|addmm)\s*\(")  # fmt: skip
+
+
+def _library_calls_in_host_loop(v: SourceView) -> bool:
+    """A host loop that calls a library product once per iteration (a batch done as a loop of cublasSgemm or
+    torch.mm calls): each call is its own launch of a small product."""
+    for m in re.finditer(r"\b(?:for|while)\s*\(", v.cuda_host):
+        _, end = _parenthesized_at(v.cuda_host, m.end() - 1)
+        if _CPP_LIBRARY_CALL.search(statement_after(v.cuda_host, end)):
+            return True
+    return v.library_calls_in_loop
+
+
+def _cpp_launches(host: str) -> list[tuple[str, list[str]]]:
+    """(kernel name, arguments) of each <<<...>>> launch in host C++."""
+    out = []
+    for m in re.finditer(r"\b(\w+)\s*(?:<[^<>;]*>)?\s*<<<[^;]*?>>>\s*\(", host):
+        args, _ = _parenthesized_at(host, m.end() - 1)
+        out.append((m.group(1), _split_args(args)))
+    return out
+
+
+def _kernel_params(kernel: str) -> list[tuple[str, bool]]:
+    """(name, is_pointer) of each parameter of a __global__ function."""
+    m = re.search(r"__global__[^(]*\(", kernel)
+    if m is None:
+        return []
+    sig, _ = _parenthesized_at(kernel, m.end() - 1)
+    out = []
+    for p in _split_args(sig):
+        name = re.search(r"(\w+)\s*(?:\[\s*\])?\s*$", p)
+        if name:
+            out.append((name.group(1), "*" in p or "[" in p))
+    return out
+
+
+def _overwrites(kernel: str, param: str) -> bool:
+    """Every thread's write to `param` is a plain store (param[i] = ...), none accumulates into what was there
+    (+=, atomics, a read of param) and no store depends on loaded data (if (mask[i]) ...)."""
+    body = kernel[kernel.find("{") :]
+    stores = re.findall(rf"\b{param}\s*\[[^\]]*\]\s*(=|\+=|-=|\*=|/=|\|=|&=)(?!=)", body)
+    if not stores or any(op != "=" for op in stores):
+        return False
+    if re.search(rf"\batomic\w*\s*\(\s*&?\s*{param}\b", body):
+        return False
+    reads = [m for m in re.finditer(rf"\b{param}\s*\[[^\]]*\]\s*(?!\s*=(?!=))", body)]
+    if reads:
+        return False
+    for m in re.finditer(r"\bif\s*\(", body):
+        cond, _ = _parenthesized_at(body, m.end() - 1)
+        if "[" in cond:
+            return False
+    return True
+
+
+def _zero_filled_output(v: SourceView) -> bool:
+    """The launcher zero-fills a tensor (torch::zeros, zeros_like, cudaMemset, zero_(), fill_(0)) that a kernel
+    then overwrites in full: the fill is a whole extra pass over the output that empty() would not make."""
+    host = v.cuda_host
+    filled = set(re.findall(r"\b(\w+)\s*=\s*(?:torch|at)::zeros(?:_like)?\s*\(", host))
+    filled |= set(re.findall(r"\bcudaMemset(?:Async)?\s*\(\s*(?:\(\w+\s*\*\)\s*)?(\w+)", host))
+    filled |= set(re.findall(r"\b(\w+)\s*\.\s*(?:zero_\s*\(|fill_\s*\(\s*0(?:\.0*)?f?\s*\))", host))
+    if not filled:
+        return False
+    kernels = {re.search(r"__global__[^(]*?(\w+)\s*\(", k).group(1): k for k in v.cuda_kernels
+               if re.search(r"__global__[^(]*?(\w+)\s*\(", k)}  # fmt: skip
+    for name, args in _cpp_launches(host):
+        kernel = kernels.get(name)
+        if kernel is None:
+            continue
+        params = _kernel_params(kernel)
+        for arg, (param, pointer) in zip(args, params, strict=False):
+            base = re.match(r"\s*(?:\([^)]*\)\s*)?(\w+)", arg)
+            if pointer and base and base.group(1) in filled and _overwrites(kernel, param):
+                return True
+    return False
+
+
+_AFFINE_LEFT = re.compile(r"^[LC\s+\-*/()]*$")
+
+
+def _cuda_affine_kernel(kernel: str) -> bool:
+    """Every store writes an affine function of loaded elements with scalar parameters or literals
+    (out[i] = s * y[i] + r[i], out[i] = x[i] - value): no function, comparison or product of two loads."""
+    params = _kernel_params(kernel)
+    scalars = {n for n, ptr in params if not ptr}
+    pointers = {n for n, ptr in params if ptr}
+    body = kernel[kernel.find("{") :]
+    local = dict(_assignments(body))
+    stores = [m for m in re.finditer(r"\b(\w+)\s*\[[^\]]*\]\s*=(?!=)\s*([^;]+);", body) if m.group(1) in pointers]
+    if not stores:
+        return False
+    for m in stores:
+        expr = m.group(2)
+        for _ in range(3):  # substitute names computed in the kernel (float y = x[i]; out[i] = s * y)
+            expr = re.sub(r"\b([A-Za-z_]\w*)\b(?!\s*[\[(])",
+                          lambda t: f"({local[t.group(1)]})" if t.group(1) in local and t.group(1) not in pointers
+                          else t.group(1), expr)  # fmt: skip
+        expr = re.sub(r"\b\w+\s*\[[^\]]*\]", " L ", expr)
+        expr = re.sub(r"\b\d+(?:\.\d*)?(?:[eE][-+]?\d+)?[fF]?\b|\.\d+[fF]?\b", " C ", expr)
+        expr = re.sub(r"\b\w+\b", lambda t: " C " if t.group(0) in scalars else t.group(0), expr)
+        if not _AFFINE_LEFT.match(expr) or "L" not in expr or "C" not in expr:
+            return False
+        if re.search(r"L\s*[*/]\s*\(?\s*L|L\s*\)\s*[*/]\s*\(?\s*L|/\s*\(?\s*L", expr):  # product of loads
+            return False
+    return True
+
+
+def _affine_epilogue(v: SourceView) -> bool:
+    """After a library product in the forward (nn.Linear, a convolution, torch.matmul...), the candidate's kernels
+    apply only an affine map with module constants to elements: a scale and shift that fold into the product's
+    weights and bias at init, and an add that belongs in the product's epilogue."""
+    return v.backend == "cuda" and v.library_product_before_kernel and bool(v.cuda_kernels) and all(
+        _cuda_affine_kernel(k) for k in v.cuda_kernels
+    )
 
 
 RULES: dict[str, Rule] = {
@@ -646,5 +768,9 @@ RULES: dict[str, Rule] = {
     "contended_atomics": _per_backend(lambda v: any(_cuda_contended_atomics(k) for k in v.cuda_kernels),
                                       lambda v: any(_tl_contended_atomics(k) for k in v.triton_kernels)),
     "shared_memory_tree": _shared_tree,
+    "library_calls_in_host_loop": _library_calls_in_host_loop,
+    "zero_filled_output": lambda v: v.backend == "cuda" and _zero_filled_output(v),
+    "affine_epilogue": _affine_epilogue,
+    "launches_after_library_product": lambda v: v.launches_after_library_product,
     **SERIAL_RULES,
 }  # fmt: skip

@@ -45,6 +45,12 @@ class SourceView:
     # the host reduces what a kernel of the candidate wrote with a PyTorch reduction (forward: torch.mean(y) after
     # y = ext.kernel(x); a C++ launcher: return out.sum() after out's kernel): a separate pass over the output
     host_reduces_kernel_output: bool = False
+    # the forward calls a library product (torch.matmul, an nn.Linear / nn.Conv submodule...) inside a loop
+    library_calls_in_loop: bool = False
+    # a library product runs in the forward before one of the candidate's own kernels
+    library_product_before_kernel: bool = False
+    # launch sites in the forward after its first library product (the small kernels left around cuBLAS/cuDNN)
+    launches_after_library_product: int = 0
 
     @property
     def kernels(self) -> list[str]:
@@ -165,6 +171,7 @@ def _analyse_host(view: SourceView, tree: ast.Module, clean: str, strings: list[
     # helpers the forward calls inside a loop: their launches repeat too (for op in ...: x = launch_helper(x))
     in_loop = {c.func.id for loop in ast.walk(forward) if isinstance(loop, ast.For | ast.While)
                for c in ast.walk(loop) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}  # fmt: skip
+    _library_products(view, forward, _nn_product_submodules(cls), ext_functions, submodules, kernels)
     called_ext: set[str] = set()
     for node in host_nodes:
         first_own_launch = None
@@ -202,6 +209,54 @@ _CPP_NO_KERNEL = ("data_ptr", "size", "sizes", "stride", "strides", "numel", "di
                   "full", "TensorOptions", "kFloat", "view", "reshape", "squeeze", "unsqueeze", "expand", "narrow",
                   "select", "slice", "to", "type", "index", "get", "push_back", "begin", "end", "str",
                   "c_str")  # fmt: skip
+
+
+_TORCH_PRODUCTS = {"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "conv1d", "conv2d", "conv3d",
+                   "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}  # fmt: skip
+
+
+def _is_library_product(node: ast.AST, products: set[str]) -> bool:
+    """torch.matmul(...), F.linear(...), a @ b, x.mm(w), or a call of an nn.Linear / nn.Conv* submodule."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return True
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    base, attr = ast.unparse(node.func.value), node.func.attr
+    if base == "self":
+        return attr in products
+    if base in ("torch", "F", "torch.nn.functional"):
+        return attr in _TORCH_PRODUCTS
+    return attr in ("matmul", "mm", "bmm")
+
+
+def _library_products(view: SourceView, forward: ast.FunctionDef, products: set[str], ext_functions: set[str],
+                      submodules: set[str], kernels: set[str]) -> None:  # fmt: skip
+    """Where the forward's library products sit: inside a loop, before an own kernel, and the launch sites after."""
+    nodes = sorted((n for n in ast.walk(forward) if isinstance(n, ast.Call | ast.BinOp) and hasattr(n, "lineno")),
+                   key=lambda n: (n.lineno, n.col_offset))  # fmt: skip
+    seen = False
+    for node in nodes:
+        if _is_library_product(node, products):
+            view.library_calls_in_loop |= _inside_loop(node, forward)
+            if seen:
+                view.launches_after_library_product += 1
+            seen = True
+        elif seen and isinstance(node, ast.Call):
+            if _own_launch(node, ext_functions, kernels):
+                view.library_product_before_kernel = True
+            if _launches(node, ext_functions, submodules, kernels):
+                view.launches_after_library_product += 1
+
+
+def _nn_product_submodules(cls: ast.ClassDef) -> set[str]:
+    """Attributes holding an nn.Linear, nn.Bilinear or convolution module (their forward is a cuBLAS/cuDNN call)."""
+    subs: set[str] = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            callee = ast.unparse(node.value.func).split(".")[-1]
+            if callee in ("Linear", "Bilinear", "LazyLinear") or callee.startswith(("Conv", "LazyConv")):
+                subs |= {t.attr for t in node.targets if isinstance(t, ast.Attribute)}
+    return subs
 
 
 def _own_launch(call: ast.Call, ext_functions: set[str], triton_kernels: set[str]) -> str | None:

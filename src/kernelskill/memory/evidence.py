@@ -217,6 +217,17 @@ def _problem_macs_per_output(ev: Evidence, _: object) -> float | None:
     return w.flops / 2 / outputs
 
 
+def _problem_macs_per_input(ev: Evidence, _: object) -> float | None:
+    """Multiply-adds per element the problem reads or writes: how often each element (a weight, above all) is used.
+    A product M x K @ K x N reads about K (M + N) elements for M N K multiply-adds, so this is close to the smaller
+    of M and N: the batch of a linear layer applied to a few rows. Unknown without the problem's FLOPs or bytes."""
+    w = ev.problem
+    size = _ELEMENT_BYTES.get(w.precision or "") if w is not None else None
+    if w is None or w.flops is None or not w.bytes or size is None:
+        return None
+    return w.flops / 2 / (w.bytes / size)
+
+
 def _problem_output_share(ev: Evidence, _: object) -> float | None:
     """The outputs' share of the problem's minimum bytes (1 when writing the output is all the traffic)."""
     w = ev.problem
@@ -266,6 +277,7 @@ RUN_FEATURES: dict[str, dict[str, Getter]] = {
     "problem_inputs_per_output": {"problem": _problem_inputs_per_output},
     "problem_macs_per_output": {"problem": _problem_macs_per_output},
     "problem_output_share": {"problem": _problem_output_share},
+    "problem_macs_per_input": {"problem": _problem_macs_per_input},
     "forward_ms": {
         "problem": lambda ev, _: ev.problem.forward_ms if ev.problem is not None else None,
         "torch_profiler": lambda ev, _: p.forward_time_us / 1e3 if (p := _prof(ev)) and p.forward_time_us else None,

@@ -185,3 +185,53 @@ def test_heldout3_manifest_matches_the_labels():
         problem = entry["problem"]
         assert {"flops", "bytes", "output_bytes", "precision"} <= set(problem), kernel.name
         assert problem["flops"] >= 0 and problem["bytes"] > 0 and 0 < problem["output_bytes"] <= problem["bytes"]
+
+
+# The fourth held-out set (tests/data/decision/llm_heldout4): ten more real LLM kernels on KernelBench problems in
+# none of the four sets above, labelled from the code and the problem sizes alone, without reading or running the
+# policy. Same checks as the third set, with its own manifest (tests/memory/llm_heldout4_bench.yaml).
+HELDOUT4_DIR = LLM_DIR.parent / "llm_heldout4"
+HELDOUT4 = sorted(p for p in HELDOUT4_DIR.iterdir() if p.is_dir())
+HELDOUT4_MANIFEST = Path(__file__).resolve().parent / "llm_heldout4_bench.yaml"
+
+
+def test_heldout4_has_ten_kernels_on_problems_in_no_earlier_set():
+    assert len(HELDOUT4) >= 10
+    earlier = {(d / "problem.py").read_bytes() for d in KERNELS + HELDOUT + HELDOUT2 + HELDOUT3}
+    for kernel in HELDOUT4:
+        assert (kernel / "problem.py").read_bytes() not in earlier, kernel.name
+    assert not {k.name for k in HELDOUT4} & {k.name for k in KERNELS + HELDOUT + HELDOUT2 + HELDOUT3}
+    models = {yaml.safe_load((d / "labels.yaml").read_text())["model"] for d in HELDOUT4}
+    assert len(models) >= 4
+
+
+@pytest.mark.parametrize("kernel", HELDOUT4, ids=lambda p: p.name)
+def test_heldout4_kernel_folder_is_complete(kernel):
+    test_kernel_folder_is_complete(kernel)
+
+
+@pytest.mark.parametrize("kernel", HELDOUT4, ids=lambda p: p.name)
+def test_heldout4_labels_use_known_methods_and_cite_a_commit(kernel):
+    test_labels_use_known_methods_and_cite_a_commit(kernel)
+
+
+def test_heldout4_readme_lists_every_kernel():
+    readme = (HELDOUT4_DIR / "README.md").read_text(encoding="utf-8")
+    for kernel in HELDOUT4:
+        assert f"`{kernel.name}`" in readme, kernel.name
+
+
+def test_heldout4_manifest_matches_the_labels():
+    manifest = yaml.safe_load(HELDOUT4_MANIFEST.read_text(encoding="utf-8"))
+    entries = {e["id"]: e for e in manifest["kernels"]}
+    assert len(entries) == len(manifest["kernels"])  # no id twice
+    assert set(entries) == {k.name for k in HELDOUT4}
+    for kernel in HELDOUT4:
+        entry, labels = entries[kernel.name], yaml.safe_load((kernel / "labels.yaml").read_text(encoding="utf-8"))
+        assert entry["kind"] == "llm"
+        assert (HELDOUT4_MANIFEST.parent / entry["code"]).resolve() == (kernel / "candidate.py").resolve()
+        assert entry["expert"] == labels["expert"] and entry["why"] == labels["why"], kernel.name
+        assert entry["source"] == labels["source"], kernel.name
+        problem = entry["problem"]
+        assert {"flops", "bytes", "output_bytes", "precision"} <= set(problem), kernel.name
+        assert problem["flops"] >= 0 and problem["bytes"] > 0 and 0 < problem["output_bytes"] <= problem["bytes"]

@@ -314,6 +314,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=8, help="parallel CPU jobs in phase 1 (default 8)")
     p.add_argument("--timeout-s", type=float, default=120.0, help="time limit per step (default 120)")
     p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S, help="budget of the whole run (default 470)")
+    p.add_argument("--stop-after-failures", type=int, default=3, metavar="N", help="stop profiling after N kernels "
+                   "in a row failed, the rest listed as skipped (a broken setup, not N broken kernels; default 3, "
+                   "0: never stop)")
     p.add_argument("--list", action="store_true", help="list the classic cases and exit")
     p.add_argument("--merge-into", type=Path, help="afterwards, add the captured kernels to this seeded folder "
                    "(e.g. tests/data/ncu/h200): files as <id>.csv/.py/.run_features.json, entries appended to its "
@@ -329,6 +332,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--out is required")
     if args.jobs < 1 or args.budget_s <= 0 or args.timeout_s <= 0:
         p.error("--jobs, --budget-s and --timeout-s must be positive")
+    if args.stop_after_failures < 0:
+        p.error("--stop-after-failures must be 0 (never stop) or more")
     return args
 
 
@@ -367,18 +372,25 @@ def main(argv: list[str] | None = None) -> int:
             outcomes[k.name].notes += notes
     hand_to_sandbox_user(ext_dir)
     print("phase 2: profiling on the GPU, one kernel at a time", flush=True)
+    failed_in_a_row = 0
     for k in kernels:
         o = outcomes[k.name]
         remaining = deadline - time.monotonic()
         if remaining < MIN_CASE_S:
             o.status = f"skipped (budget of {args.budget_s:.0f} s used)"
             continue
+        if args.stop_after_failures and failed_in_a_row >= args.stop_after_failures:
+            o.status = f"skipped ({failed_in_a_row} failures in a row)"
+            continue
         t0 = time.monotonic()
         o.ncu_status, notes = capture(k, out, ncu, args.python, ext_dir, min(args.timeout_s, remaining - 5))
         o.notes += notes
         o.seconds = round(time.monotonic() - t0, 1)
         o.status = "ok" if o.ncu_status == "ok" else f"ncu {o.ncu_status}"
+        failed_in_a_row = 0 if o.status == "ok" else failed_in_a_row + 1
         print(f"[{k.name}] {o.status} in {o.seconds:.1f} s", flush=True)
+        if o.status != "ok":  # the whole reason, where the setup's fault shows first
+            print("\n".join(f"    {line}" for note in o.notes for line in note.splitlines()[-12:]), flush=True)
     bench, to_label = write_manifests(kernels, outcomes, out, args.gpu)
     from capture_ncu import environment  # the same probes (ncu, GPU, torch, triton versions)
 

@@ -170,6 +170,23 @@ def test_budget_skips_what_does_not_fit(tmp_path, fakes):
     assert outcome["status"].startswith("skipped (budget") and not (out / "naive_gemm_cuda" / "profile").exists()
 
 
+def test_profiling_stops_after_failures_in_a_row(tmp_path, fakes, monkeypatch, capsys):
+    """Three kernels failing one after another is a broken setup (session 4: every CUDA case failed the same way):
+    the rest are skipped, saying why, instead of spending the GPU budget on the same failure."""
+    ncu, python = fakes
+    monkeypatch.setenv("KERNELSKILL_FAKE_NCU_MODE", "fail")
+    out = tmp_path / "out"
+    names = ["serial_softmax_cuda", "serial_cumsum_cuda", "naive_gemm_cuda", "tiny_launches_torch"]
+    assert dbench.main(["--out", str(out), "--only", *names, "--ncu", ncu, "--python", python, "--jobs", "2",
+                        "--stop-after-failures", "2"]) == 1  # fmt: skip
+    status = [o["status"] for o in json.loads((out / "capture.json").read_text())["outcomes"]]
+    assert [s.startswith("ncu ") for s in status] == [True, True, False, False], status
+    assert status[2:] == ["skipped (2 failures in a row)"] * 2
+    assert "failures in a row" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        dbench.parse_args(["--out", "d", "--stop-after-failures", "-1"])
+
+
 def test_missing_ncu_is_exit_2(tmp_path, capsys):
     assert dbench.main(["--out", str(tmp_path), "--ncu", str(tmp_path / "no-ncu")]) == 2
     assert "ncu not found" in capsys.readouterr().err
@@ -207,6 +224,12 @@ def test_captures_merge_into_the_seeded_folder_once(tmp_path, fakes, kb):
     out, seeded = tmp_path / "out", tmp_path / "data" / "ncu" / "h200"
     shutil.copytree(NCU_DATA / "h200", seeded)
     shutil.copytree(NCU_DATA.parent / "decision", tmp_path / "data" / "decision")  # the fixtures it points into
+    text = (seeded / "decision_bench.yaml").read_text()  # every classic case is seeded: take one out
+    start = text.index("  - id: serial_softmax_cuda\n")
+    end = text.index("  - id: ", start + 1)
+    (seeded / "decision_bench.yaml").write_text(text[:start] + text[end:])
+    for stale in seeded.glob("serial_softmax_cuda.*"):
+        stale.unlink()
     before = len(load_manifest(seeded / "decision_bench.yaml", kb).kernels)
     assert dbench.main(["--out", str(out), "--only", "serial_softmax_cuda", "--ncu", ncu, "--python", python,
                         "--merge-into", str(seeded)]) == 0  # fmt: skip

@@ -84,7 +84,8 @@ def test_real_ncu_2025_time_units(name, raw, unit):
 
 def test_every_real_capture_parses_with_known_units():
     files = sorted((NCU_DATA / "h200").glob("*.csv"))
-    assert len(files) == 13  # 7 from scripts/capture_ncu.py, 6 from scripts/capture_decision_bench.py
+    # 7 from scripts/capture_ncu.py, 34 from scripts/capture_decision_bench.py (13 classic cases, 21 LLM kernels)
+    assert len(files) == 41
     for path in files:
         report = load_ncu_csv(path)
         assert report.notes == [] and all(k.time_ns > 0 for k in report.kernels)

@@ -118,7 +118,8 @@ def test_without_any_metrics_the_structural_fallback_decides(kb):
     assert d.ncu_status == "not_provided" and d.kernel is None and d.kernels == []
     assert all(f.status == "missing" for f in d.fields)
     # the rules read from code alone are known (false here); every rule that needs metrics is unknown
-    code_rules = {"work_no_output_needs", "matmul_without_reuse", "serial_reduction"}
+    # (the 16-bit product rule: this code computes in fp32)
+    code_rules = {"work_no_output_needs", "matmul_without_reuse", "serial_reduction", "half_matmul_off_tensor_cores"}
     assert all(r.state == "unknown" for r in d.priority_rules if r.id not in code_rules)
     assert all(r.state == "false" for r in d.priority_rules if r.id in code_rules)
     assert d.bottleneck == "structural_fallback" and d.bottleneck_rule is None

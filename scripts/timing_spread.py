@@ -40,9 +40,10 @@ PROTOCOLS = ("single", "robust")
 CONDITIONS = ("quiet", "busy")
 
 
-def pick_tasks(run: Path, count: int, max_ms: float = 50.0) -> list[dict]:
+def pick_tasks(run: Path, count: int, max_ms: float = 50.0, kernels: Path | None = None) -> list[dict]:
     """(name, problem, kernel, eager_ms) of `count` correct tasks up to `max_ms` of eager time: the 10 fastest of
-    level 1, then log-spaced."""
+    level 1, then log-spaced. The kernel is the run's best/ file, or with `kernels` (a corpus's kernels/ folder)
+    that folder's level<L>/<name>.py: a committed results.json and a re-imported corpus are then enough."""
     results = json.loads((run / "results.json").read_text())
     done = [t for t in results["tasks"] if t.get("success") and t.get("best_path") and t.get("eager_ms")
             and t["eager_ms"] <= max_ms]
@@ -57,7 +58,10 @@ def pick_tasks(run: Path, count: int, max_ms: float = 50.0) -> list[dict]:
                        default=None)
             if best is not None:
                 chosen.append(best)
-    return [{"task": f"L{t['level']}/{t['name']}", "problem": t["problem"], "kernel": str(run / t["best_path"]),
+    def kernel(t: dict) -> str:
+        return str(kernels / f"level{t['level']}" / f"{t['name']}.py") if kernels else str(run / t["best_path"])
+
+    return [{"task": f"L{t['level']}/{t['name']}", "problem": t["problem"], "kernel": kernel(t),
              "eager_ms": t["eager_ms"]} for t in sorted(chosen, key=lambda t: t["eager_ms"])]
 
 
@@ -173,7 +177,10 @@ def table(rows: list[dict], tasks: list[dict]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", type=Path)
+    ap.add_argument("--run", type=Path, help="a finished bench run: its results.json picks the tasks")
+    ap.add_argument("--kernels", type=Path, help="with --run: take each task's kernel from this corpus kernels/ "
+                    "folder (level<L>/<name>.py) instead of the run's best/ (e.g. --run docs/h200/kernelbench "
+                    "--kernels CORPUS/kernels, after `kernelskill corpus import`)")
     ap.add_argument("--pair", action="append", default=[], help="PROBLEM.py:CANDIDATE.py, instead of --run")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--tasks", type=int, default=30)
@@ -188,7 +195,11 @@ def main() -> int:
                     "folder, so OUT holds only timing_spread.jsonl: a GPU lease returns few files)")
     args = ap.parse_args()
     if args.run:
-        tasks = pick_tasks(args.run, args.tasks, args.max_ms)
+        tasks = pick_tasks(args.run, args.tasks, args.max_ms, args.kernels)
+        missing = [t["task"] for t in tasks if not (Path(t["kernel"]).is_file() and Path(t["problem"]).is_file())]
+        if missing:
+            sys.exit(f"{len(missing)} chosen tasks have no problem or kernel file ({', '.join(missing[:5])}): the "
+                     "run folder's best/ or --kernels, and the problem paths in results.json, must exist here")
     else:
         tasks = [{"task": Path(c).stem, "problem": p, "kernel": c, "eager_ms": 0.0}
                  for p, c in (x.split(":", 1) for x in args.pair)]

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The timing-spread table (30 tasks x 3 repeats x 2 protocols x quiet/busy), resumable: spread.sh BUDGET_S
+# Reads the committed CUDA-L1 run (docs/h200/kernelbench/results.json) and the kernels of .devdata/corpus; the rows
+# done so far travel in .devdata/spread/timing_spread.jsonl (copy the returned file there between calls).
+source "$(dirname "$0")/setup.sh"
+mkdir -p .devdata/spread
+python3 scripts/timing_spread.py --run docs/h200/kernelbench --kernels .devdata/corpus/kernels \
+    --out .devdata/spread --budget "$1" 2>&1 | tee "$OUT/spread.log"
+cp .devdata/spread/timing_spread.jsonl "$OUT/"

@@ -1,0 +1,54 @@
+"""scripts/timing_spread.py's choice of tasks: from a run's results.json, with the kernels from the run's best/ or
+from a re-imported corpus (a GPU lease keeps no run folder, the committed results.json is all that is left)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("timing_spread", REPO / "scripts" / "timing_spread.py")
+spread = importlib.util.module_from_spec(spec)
+sys.modules["timing_spread"] = spread
+spec.loader.exec_module(spread)
+
+
+def write_run(run: Path, eager_ms: dict[tuple[str, str], float]) -> None:
+    tasks = [{"name": name, "level": level, "success": True, "eager_ms": ms, "best_path": f"best/{name}.py",
+              "problem": f"problems/level{level}/{name}.py"} for (level, name), ms in eager_ms.items()]
+    tasks.append({"name": "broken", "level": "1", "success": False, "eager_ms": 0.001, "best_path": None,
+                  "problem": "problems/level1/broken.py"})
+    run.mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps({"tasks": tasks}))
+
+
+def test_the_smallest_level_1_tasks_come_first_then_log_spaced(tmp_path):
+    times = {("1", f"t{i}"): 0.005 * (i + 1) for i in range(12)}  # 5 us ... 60 us
+    times |= {("2", "mid"): 1.0, ("3", "big"): 40.0, ("3", "too_big"): 80.0}
+    write_run(tmp_path / "run", times)
+    tasks = spread.pick_tasks(tmp_path / "run", count=13, max_ms=50.0)
+    names = [t["task"] for t in tasks]
+    assert names[:10] == [f"L1/t{i}" for i in range(10)]  # the 10 smallest level-1 reference times
+    assert "L3/big" in names and "L3/too_big" not in names and "L1/broken" not in names
+    assert [t["eager_ms"] for t in tasks] == sorted(t["eager_ms"] for t in tasks)
+    assert tasks[0]["kernel"] == str(tmp_path / "run" / "best" / "t0.py")
+
+
+def test_kernels_can_come_from_a_corpus_instead_of_the_run(tmp_path):
+    write_run(tmp_path / "run", {("1", "Sigmoid"): 0.005, ("3", "GRU"): 30.0})
+    tasks = spread.pick_tasks(tmp_path / "run", count=2, kernels=tmp_path / "corpus" / "kernels")
+    assert [t["kernel"] for t in tasks] == [str(tmp_path / "corpus" / "kernels" / "level1" / "Sigmoid.py"),
+                                            str(tmp_path / "corpus" / "kernels" / "level3" / "GRU.py")]
+
+
+def test_the_committed_h200_run_and_a_corpus_import_name_the_same_files():
+    """docs/h200/kernelbench/results.json (the 250-task CUDA-L1 run) names every chosen task's problem under
+    .devdata/corpus/problems, the folder `kernelskill corpus import` writes, and its kernel by level and name."""
+    tasks = spread.pick_tasks(REPO / "docs" / "h200" / "kernelbench", 30, 50.0, Path("CORPUS/kernels"))
+    assert len(tasks) == 30 and tasks[0]["eager_ms"] < 0.01 and tasks[-1]["eager_ms"] <= 50.0
+    for t in tasks:
+        level, name = t["task"][1], t["task"].split("/", 1)[1]
+        assert t["problem"] == f".devdata/corpus/problems/level{level}/{name}.py"
+        assert t["kernel"] == f"CORPUS/kernels/level{level}/{name}.py"

@@ -66,6 +66,7 @@ HELDOUT_SETS = [
     ("llm_heldout2", 12, 4, HERE / "llm_heldout2_bench.yaml"),
     ("llm_heldout3", 10, 4, HERE / "llm_heldout3_bench.yaml"),
     ("llm_heldout4", 10, 4, HERE / "llm_heldout4_bench.yaml"),
+    ("llm_heldout5", 10, 4, HERE / "llm_heldout5_bench.yaml"),
 ]
 
 

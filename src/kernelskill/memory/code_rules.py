@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 
 from kernelskill.memory.code_serial import (
-    SERIAL_RULES, block_names, matvec_like, serial_reduction_loop, statement_after,
+    SERIAL_RULES, block_names, matvec_like, parenthesized, serial_reduction_loop, statement_after,
 )  # fmt: skip
 from kernelskill.memory.codeview import SourceView
 
@@ -338,21 +338,12 @@ def _cuda_fp64_math(v: SourceView) -> bool:
     for code in kernels + v.cuda_device_functions:
         doubles = set(re.findall(r"\bdouble\s+(\w+)", code))
         for m in _MATH_FN.finditer(code):
-            arg, _ = _parenthesized_at(code, m.end() - 1)
+            arg, _ = parenthesized(code, m.end() - 1)
             if _DOUBLE_CONSTANT.search(arg) or re.search(r"\(\s*double\s*\)|<\s*double\s*>", arg) or any(
                 re.search(rf"\b{d}\b", arg) for d in doubles
             ):  # fmt: skip
                 return True
     return False
-
-
-def _parenthesized_at(text: str, open_at: int) -> tuple[str, int]:
-    depth = 0
-    for j in range(open_at, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[open_at + 1 : j], j + 1
-    return text[open_at + 1 :], len(text)
 
 
 def _tl_fp64_math(v: SourceView) -> bool:
@@ -441,7 +432,7 @@ def _loop_reads(kernel: str) -> set[str]:
     """Parameters a kernel reads inside a for loop (p[...] not assigned to)."""
     found: set[str] = set()
     for m in re.finditer(r"\bfor\s*\(", kernel):
-        _, after = _parenthesized_at(kernel, m.end() - 1)
+        _, after = parenthesized(kernel, m.end() - 1)
         body = statement_after(kernel, after)
         found |= set(re.findall(r"\b(\w+)\s*\[[^\]]*\](?!\s*(?:=(?!=)|\+=|-=|\*=|/=))", body))
     return found
@@ -456,7 +447,7 @@ def _cuda_rereads_across_kernels(v: SourceView) -> bool:
         kernel = kernels.get(m.group(1))
         if kernel is None:
             continue
-        args, _ = _parenthesized_at(v.cuda_host, m.end() - 1)
+        args, _ = parenthesized(v.cuda_host, m.end() - 1)
         read = _loop_reads(kernel)
         for param, arg in zip(_params(kernel), _split_args(args), strict=False):
             tensor = re.match(r"\s*(\w+)\s*\.\s*data_ptr", arg)
@@ -610,7 +601,7 @@ def _library_calls_in_host_loop(v: SourceView) -> bool:
     """A host loop that calls a library product once per iteration (a batch done as a loop of cublasSgemm or
     torch.mm calls): each call is its own launch of a small product."""
     for m in re.finditer(r"\b(?:for|while)\s*\(", v.cuda_host):
-        _, end = _parenthesized_at(v.cuda_host, m.end() - 1)
+        _, end = parenthesized(v.cuda_host, m.end() - 1)
         if _CPP_LIBRARY_CALL.search(statement_after(v.cuda_host, end)):
             return True
     return v.library_calls_in_loop
@@ -620,7 +611,7 @@ def _cpp_launches(host: str) -> list[tuple[str, list[str]]]:
     """(kernel name, arguments) of each <<<...>>> launch in host C++."""
     out = []
     for m in re.finditer(r"\b(\w+)\s*(?:<[^<>;]*>)?\s*<<<[^;]*?>>>\s*\(", host):
-        args, _ = _parenthesized_at(host, m.end() - 1)
+        args, _ = parenthesized(host, m.end() - 1)
         out.append((m.group(1), _split_args(args)))
     return out
 
@@ -630,7 +621,7 @@ def _kernel_params(kernel: str) -> list[tuple[str, bool]]:
     m = re.search(r"__global__[^(]*\(", kernel)
     if m is None:
         return []
-    sig, _ = _parenthesized_at(kernel, m.end() - 1)
+    sig, _ = parenthesized(kernel, m.end() - 1)
     out = []
     for p in _split_args(sig):
         name = re.search(r"(\w+)\s*(?:\[\s*\])?\s*$", p)
@@ -652,7 +643,7 @@ def _overwrites(kernel: str, param: str) -> bool:
     if reads:
         return False
     for m in re.finditer(r"\bif\s*\(", body):
-        cond, _ = _parenthesized_at(body, m.end() - 1)
+        cond, _ = parenthesized(body, m.end() - 1)
         if "[" in cond:
             return False
     return True

@@ -320,7 +320,7 @@ def _cuda_recomputed(kernel: str) -> bool:
     return False
 
 
-def _parenthesized(text: str, open_at: int) -> tuple[str, int]:
+def parenthesized(text: str, open_at: int) -> tuple[str, int]:
     """The text inside the parentheses opening at `open_at`, and the position after the closing one."""
     depth = 0
     for j in range(open_at, len(text)):
@@ -339,7 +339,7 @@ def _cuda_discarded(kernel: str) -> bool:
     stores = [m.start() for m in re.finditer(rf"\b(?:{'|'.join(pointers)})\s*\[[^\]]*\]\s*=(?!=)", kernel)]
     guarded: list[tuple[int, int]] = []
     for m in re.finditer(r"\bif\s*\(", kernel):
-        cond, after = _parenthesized(kernel, m.end() - 1)
+        cond, after = parenthesized(kernel, m.end() - 1)
         tested = re.findall(r"\b([A-Za-z_]\w*)\s*%\s*[\w.]+\s*\)?\s*==\s*0\b", cond)
         if any(n in positions for n in tested):
             body = statement_after(kernel, after)

@@ -9,7 +9,7 @@ tasks: the 10 level-1 tasks with the smallest eager times, then the rest spread 
 the smallest and `--max-ms` (50 ms), `--tasks` in all. Each task is reviewed `--repeats` times per protocol
 (`timing_protocol`: single = one call per event pair and one loop, the protocol before; robust = calls under 50 us
 in groups, a noisy loop timed again) and per condition (quiet; busy: os.cpu_count() - 2 processes spinning), the two
-protocols interleaved. The figure compared is the one each protocol reports: the mean speedup (single) and the
+protocols interleaved, task by task (a run stopped by its budget leaves whole tasks, smallest first). The figure compared is the one each protocol reports: the mean speedup (single) and the
 trimmed mean (robust), with the median beside it.
 
 Every review is appended to OUT/timing_spread.jsonl as it ends and skipped when the script is run again, so a run
@@ -211,31 +211,37 @@ def main() -> int:
     done = {(r["task"], r["condition"], r["protocol"], r["repeat"]) for r in rows}
     logs = args.logs or Path(tempfile.mkdtemp(prefix="timing-spread-logs-"))
     deadline = time.monotonic() + args.budget
-    if not args.table_only and len(done) < len(tasks) * len(CONDITIONS) * len(PROTOCOLS) * args.repeats:
-        prebuild_all(tasks, args.device, logs, args.prebuild_jobs)
+    left_to_do = [t for t in tasks if any((t["task"], c, p, r) not in done for c in CONDITIONS for p in PROTOCOLS
+                                          for r in range(args.repeats))]
+    if not args.table_only and left_to_do:
+        prebuild_all(left_to_do, args.device, logs, args.prebuild_jobs)
     stopped = False
-    for condition in CONDITIONS if not args.table_only else ():
+    # Task by task (both conditions of a task before the next task), so a run stopped by its budget leaves whole
+    # rows: the smallest tasks, the hardest to time, come first
+    pending = [] if args.table_only else [(t, c) for t in tasks for c in CONDITIONS]
+    for t, condition in pending:
+        keys = [(t["task"], condition, protocol, repeat) for repeat in range(args.repeats) for protocol in PROTOCOLS]
+        if stopped or all(k in done for k in keys):
+            continue
         with Busy(condition == "busy"):
-            for t in tasks:
-                for repeat in range(args.repeats):
-                    for protocol in PROTOCOLS:
-                        key = (t["task"], condition, protocol, repeat)
-                        if key in done:
-                            continue
-                        if time.monotonic() > deadline:
-                            stopped = True
-                            break
-                        row = {"task": t["task"], "condition": condition, "protocol": protocol, "repeat": repeat,
-                               **one_review(t, protocol, args.device, logs / condition)}
-                        rows.append(row)
-                        with jsonl.open("a") as f:
-                            f.write(json.dumps(row) + "\n")
-                        left = deadline - time.monotonic()
-                        print(f"{condition} {protocol} {t['task']} #{repeat}: "
-                              f"{reported(row) or float('nan'):.3f}x in {row['wall_s']:.1f} s"
-                              + (f" noisy ({row['noisy']})" if row["noisy"] else "")
-                              + ("" if row["correct"] else f" NOT CORRECT: {row['error'][:120]}")
-                              + f" [{len(rows)} done, {left:.0f} s of the budget left]", flush=True)
+            for key in keys:
+                if key in done:
+                    continue
+                if time.monotonic() > deadline:
+                    stopped = True
+                    break
+                protocol, repeat = key[2], key[3]
+                row = {"task": t["task"], "condition": condition, "protocol": protocol, "repeat": repeat,
+                       **one_review(t, protocol, args.device, logs / condition)}
+                rows.append(row)
+                with jsonl.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                left = deadline - time.monotonic()
+                print(f"{condition} {protocol} {t['task']} #{repeat}: "
+                      f"{reported(row) or float('nan'):.3f}x in {row['wall_s']:.1f} s"
+                      + (f" noisy ({row['noisy']})" if row["noisy"] else "")
+                      + ("" if row["correct"] else f" NOT CORRECT: {row['error'][:120]}")
+                      + f" [{len(rows)} done, {left:.0f} s of the budget left]", flush=True)
     if stopped:
         print(f"budget of {args.budget:.0f} s spent: run again with the same --out to go on", flush=True)
     table(rows, tasks)

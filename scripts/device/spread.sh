@@ -5,15 +5,16 @@
 # finished CUDA builds in .devdata/spread/builds.tgz (returned too, when under 15 MB: the next call builds nothing).
 source "$(dirname "$0")/setup.sh"
 mkdir -p .devdata/spread
-cache=${KERNELSKILL_CACHE:-$HOME/.cache/kernelskill}
+# the build cache of sandboxed workers (root drops them to nobody: review/confine.py, sandbox_cache_root)
+cache=${KERNELSKILL_SANDBOX_CACHE:-/var/tmp/kernelskill-sandbox-65534}/kernelskill
 if [ -f .devdata/spread/builds.tgz ]; then
-    mkdir -p "$cache" && tar xzf .devdata/spread/builds.tgz -C "$cache" && echo "builds restored: $(ls "$cache/cuda-build" | wc -l) entries"
+    mkdir -p "$cache" && tar xzpf .devdata/spread/builds.tgz --numeric-owner -C "$cache" && echo "builds restored: $(ls "$cache/cuda-build" | wc -l) entries"
 fi
 python3 scripts/timing_spread.py --run docs/h200/kernelbench --kernels .devdata/corpus/kernels \
     --out .devdata/spread --budget "$1" 2>&1 | tee "$OUT/spread.log"
 cp .devdata/spread/timing_spread.jsonl "$OUT/"
 # finished extensions only: objects and the precompiled header (700 MB) are rebuilt when needed
-(cd "$cache" && tar czf /tmp/builds.tgz --exclude='cuda-build/pch' --exclude='cuda-build/obj' \
+(cd "$cache" && tar czf /tmp/builds.tgz --numeric-owner --exclude='cuda-build/pch' --exclude='cuda-build/obj' \
     --exclude='cuda-build/locks' --exclude='cuda-build/.tmp-*' cuda-build) \
     && [ "$(stat -c %s /tmp/builds.tgz)" -lt 15000000 ] && cp /tmp/builds.tgz "$OUT/" \
     || echo "builds not returned ($(du -h /tmp/builds.tgz 2>/dev/null | cut -f1))"

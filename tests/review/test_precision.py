@@ -48,6 +48,30 @@ def test_a_candidate_right_only_for_standard_normal_inputs_fails_naming_the_dist
     assert off.verify.distributions == ["normal"]
 
 
+def test_under_kernelbench_rules_a_miss_on_other_inputs_is_a_flag_not_the_verdict(tmp_path):
+    # KernelBench's harness tries get_inputs()' own inputs only: there the verdict is its verdict, the miss on inputs
+    # scaled x10 is kept (CUDA-L1's L3/31 VisionAttention, fp16 under autocast, missed there on the H200)
+    problem, candidate = "precision/p_layernorm_wide.py", "precision/layernorm_normal_only.py"
+    result = run_review(problem, candidate, tmp_path, timing=False, rules="kernelbench")
+    assert result.correct, result.error
+    assert list(result.verify.failed_distributions) == ["scaled x10", "offset +5"]
+    assert "elements outside" in result.verify.failed_distributions["scaled x10"]
+    assert result.verify.distributions == ["normal", "scaled x10", "offset +5"]  # all tried
+    assert any(f.startswith("other_inputs_mismatch: scaled x10 inputs") for f in result.flags)
+    assert result.precision.strict_tolerance_ok is False  # outside 1e-2 there, so outside 1e-4
+    assert result.policy.correct_kernelbench and not result.policy.correct_strict
+    strict = run_review(problem, candidate, tmp_path / "strict", timing=False, rules="strict")
+    assert strict.error_kind == "mismatch" and not strict.verify.failed_distributions  # strict: the verdict
+
+    from rich.console import Console
+
+    from kernelskill.review.render import print_review
+
+    console = Console(record=True, width=300)
+    print_review(result, console)
+    assert "scaled x10 MISMATCHED (not part of the verdict): trial 6 of 7" in console.export_text()
+
+
 def test_a_distribution_the_reference_overflows_on_is_skipped_with_the_reason(tmp_path):
     result = run_review("precision/p_exp_half_square.py", "precision/exp_half_square.py", tmp_path, timing=False)
     assert result.correct, result.error
@@ -65,6 +89,23 @@ def test_compute_dtypes_reads_code_not_comments_or_docstrings():
     assert compute_dtypes("def k(a, b):\n    return tl.dot(a, b)\n") == ["tf32"]  # Triton's default for fp32
     assert compute_dtypes('def k(a, b):\n    return tl.dot(a, b, input_precision="ieee")\n') == []
     assert compute_dtypes("y = (x.half() @ w.half()).float()\n") == ["float16"]
+
+
+@pytest.mark.parametrize("code, dtypes", [
+    # CUDA-L1's L3/31 VisionAttention: fp16 attention under autocast, passed 1e-2 on get_inputs()' own inputs
+    ("with torch.cuda.amp.autocast(enabled=x.is_cuda):\n    y = f(x)\n", ["float16"]),
+    ("with torch.autocast(device_type='cuda'):\n    y = f(x)\n", ["float16"]),  # CUDA's default: fp16
+    ("with torch.amp.autocast('cuda', dtype=torch.bfloat16):\n    y = f(x)\n", ["bfloat16"]),
+    ("@torch.autocast('cuda', dtype=torch.float16)\ndef f(x):\n    return x\n", ["float16"]),
+    ("with torch.autocast('cuda', enabled=False):\n    y = f(x)\n", []),  # switched off: fp32
+    ("torch.set_float32_matmul_precision('high')\n", ["tf32"]),
+    ("torch.set_float32_matmul_precision(\"medium\")\n", ["tf32"]),  # medium allows bf16 passes, TF32 at least
+    ("torch.set_float32_matmul_precision('highest')\n", []),
+])
+def test_compute_dtypes_reads_autocast_and_matmul_precision(code, dtypes):
+    from kernelskill.review.precision import compute_dtypes
+
+    assert compute_dtypes(code) == dtypes
 
 
 def test_the_review_renders_precision_and_input_distributions(tmp_path):

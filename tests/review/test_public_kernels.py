@@ -34,3 +34,14 @@ def test_parameters_derived_from_the_seeded_init_verify_as_kernelbench_does(tmp_
                         rules="kernelbench", timing=False)
     assert result.correct, result.error
     assert result.policy.weights == "same_seed"
+
+
+def test_fp16_under_autocast_is_read_from_the_code_of_a_real_kernel():
+    # CUDA-L1's L3/31 VisionAttention passed 1e-2 on get_inputs()' own inputs on the H200 and missed on inputs
+    # scaled x10: its attention runs in fp16 under torch.cuda.amp.autocast, which the precision record did not see
+    from kernelskill.review.precision import compute_dtypes
+    from tests.conftest import DATA
+
+    assert compute_dtypes((DATA / "public/cuda_l1/L3_31_kernel.py").read_text()) == ["float16"]
+    assert compute_dtypes((DATA / "public/cuda_l1/L3_31_problem.py").read_text()) == []
+

@@ -25,10 +25,12 @@ _DTYPES = {
                 r"|\bat::BFloat16\b|\bkBFloat16\b|\b__float2bfloat16\w*|\.bf16\b",
     "float8": r"\btorch\.float8\w*|\btl\.float8\w*|\b__nv_fp8\w*|\.e4m3\b|\.e5m2\b",
     "tf32": r"\ballow_tf32\s*=\s*True\b|input_precision\s*=\s*[\"']tf32[\"']|\bwmma::precision::tf32\b"
-            r"|\.tf32\b|__float_to_tf32",
+            r"|\.tf32\b|__float_to_tf32|set_float32_matmul_precision\s*\(\s*[\"'](high|medium)[\"']",
 }
 _C_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _TL_DOT = re.compile(r"\btl\.dot\s*\(")
+# torch.autocast / torch.amp.autocast / torch.cuda.amp.autocast: on CUDA fp16 unless its dtype says bf16
+_AUTOCAST = re.compile(r"\bautocast\s*\(")
 
 
 class _Strings(ast.NodeTransformer):
@@ -61,10 +63,10 @@ def _code_text(source: str) -> str:
     return "\n".join([code, *strings.texts])
 
 
-def _dot_calls(text: str) -> list[str]:
-    """The argument text of each tl.dot(...) call."""
+def _calls(pattern: re.Pattern, text: str) -> list[str]:
+    """The argument text of each call `pattern` finds (it matches up to the opening parenthesis)."""
     calls = []
-    for m in _TL_DOT.finditer(text):
+    for m in pattern.finditer(text):
         depth, i = 1, m.end()
         while i < len(text) and depth:
             depth += {"(": 1, ")": -1}.get(text[i], 0)
@@ -75,13 +77,20 @@ def _dot_calls(text: str) -> list[str]:
 
 def compute_dtypes(source: str) -> list[str]:
     """The reduced-precision dtypes the candidate's code computes in where the source shows them. A Triton tl.dot
-    counts as TF32 unless it asks for IEEE fp32 (Triton's default for fp32 operands on NVIDIA GPUs is TF32)."""
+    counts as TF32 unless it asks for IEEE fp32 (Triton's default for fp32 operands on NVIDIA GPUs is TF32); an
+    autocast region as fp16 (its default on CUDA) unless it names bf16 or is switched off."""
     text = _code_text(source)
     found = [name for name, pattern in _DTYPES.items() if re.search(pattern, text)]
+    for args in _calls(_AUTOCAST, text):
+        if re.search(r"\benabled\s*=\s*False\b", args):
+            continue
+        dtype = "bfloat16" if re.search(r"\bbfloat16\b", args) else "float16"
+        if dtype not in found:
+            found.append(dtype)
     if "tf32" not in found and any(not re.search(r"input_precision\s*=\s*[\"'](ieee|tf32x3)[\"']"
-                                                 r"|allow_tf32\s*=\s*False", args) for args in _dot_calls(text)):
+                                                 r"|allow_tf32\s*=\s*False", args) for args in _calls(_TL_DOT, text)):
         found.append("tf32")
-    return found
+    return [name for name in _DTYPES if name in found]
 
 
 def tf32_settings(torch) -> dict[str, bool | str]:

@@ -80,6 +80,8 @@ def print_review(result: ReviewResult, console: Console | None = None) -> None:
             table.add_row("", f"first mismatches {pairs}")
         if v.distributions:
             skipped = "".join(f"; {name} skipped: {why}" for name, why in v.skipped_distributions.items())
+            skipped += "".join(f"; {name} MISMATCHED (not part of the verdict): {why}"
+                               for name, why in v.failed_distributions.items())
             table.add_row("inputs", ", ".join(v.distributions) + skipped)
     if r.precision is not None and (r.precision.compute_dtypes or r.precision.kernel_dtypes
                                     or r.precision.strict_tolerance_ok is not None):
@@ -93,7 +95,10 @@ def print_review(result: ReviewResult, console: Console | None = None) -> None:
         noisy = f"; [yellow]noisy: {escape(t.noisy_reason or '')}[/], the speedup is not to be trusted" if t.noisy else ""
         table.add_row("speedup", f"[bold]{t.speedup:.2f}x[/] vs eager (mean; median {t.speedup_median:.2f}x, "
                       f"trimmed {(t.speedup_trimmed or t.speedup):.2f}x, spread ±{(t.spread or 0.0):.0%})"
-                      + (f", {t.speedup_vs_compile:.2f}x vs torch.compile" if t.speedup_vs_compile else "") + noisy)
+                      + (f", {t.speedup_vs_compile:.2f}x vs torch.compile" if t.speedup_vs_compile else "")
+                      + (f"; {t.speedup_host_paced:.2f}x at the launches' pace (a side's host is slower than its "
+                         "GPU)" if t.speedup_host_paced and abs(t.speedup_host_paced / t.speedup_median - 1) > 0.1
+                         else "") + noisy)
         table.add_row("timing", t.method)
     if r.flags:
         table.add_row("flags", ", ".join(r.flags))

@@ -62,6 +62,9 @@ class VerifyResult(BaseModel):
     mismatch: Mismatch | None = None
     distributions: list[str] = Field(default_factory=list)  # the trials' inputs: "normal", "scaled x10", "offset +5"
     skipped_distributions: dict[str, str] = Field(default_factory=dict)  # distribution -> why it was not compared
+    # distribution -> the mismatch on it, where it did not decide the verdict (--rules kernelbench: KernelBench's
+    # harness tries get_inputs()' own inputs only, so there a miss on other inputs is a flag)
+    failed_distributions: dict[str, str] = Field(default_factory=dict)
 
 
 class Precision(BaseModel):
@@ -159,6 +162,9 @@ class TimingResult(BaseModel):
     group: int = 1  # calls per event pair (small kernels on CUDA); each sample is the group's time / group
     prefill_us: float | None = None  # the spin before each sample's start event (robust protocol on CUDA), at most
     host_us: dict[str, float] | None = None  # per callable: median host µs to enqueue one call
+    # reference max(launch, GPU) / candidate max(launch, GPU) per call: the speedup of calls made back to back from
+    # Python, where the launches can set the pace (prefilled samples time the GPU alone); None without host times
+    speedup_host_paced: float | None = None
 
     def suspect_speedup(self) -> float:
         """The figure a re-verification threshold is held against: the largest of the mean, median and trimmed-mean

@@ -287,10 +287,15 @@ REPORTED = {"device_name", "max_abs_error", "max_rel_error", "ref_ms", "candidat
 
 def _apply_rules(result: dict, settings: ReviewSettings, violations: list[Check], weights: str | None) -> None:
     """Both verdicts from one run: KernelBench's (the candidate compiled and is correct) and strict (also no
-    violation). `settings.rules` decides which one is the review's; under kernelbench the violations stay as flags."""
+    violation, and right on the other input distributions too). `settings.rules` decides which one is the review's;
+    under kernelbench the violations stay as flags. Under strict a miss on another distribution ends the review
+    there, before the time stage: its KernelBench verdict is then not known and counted as not correct."""
     kernelbench_ok = result["stage"] is None and result["correct"]
+    verify = result.get("verify")
+    other_inputs_ok = verify is None or not verify.failed_distributions
     result["policy"] = PolicyResult(rules=settings.rules, violations=violations, weights=weights,
-                                    correct_kernelbench=kernelbench_ok, correct_strict=kernelbench_ok and not violations)
+                                    correct_kernelbench=kernelbench_ok,
+                                    correct_strict=kernelbench_ok and not violations and other_inputs_ok)
     if not violations:
         return
     result["checks"] = [*result.get("checks", []), *violations]

@@ -47,10 +47,11 @@ def changed(before: list, after: list) -> bool:
 
 
 def verify_record(ok, trials, passed, settings, max_abs, max_rel, mismatch, distributions=(),
-                  skipped=None) -> VerifyResult:
+                  skipped=None, failed=None) -> VerifyResult:
     return VerifyResult(ok=ok, trials=trials, passed=passed, atol=settings.atol, rtol=settings.rtol,
                         max_abs_error=max_abs, max_rel_error=max_rel, mismatch=mismatch,
-                        distributions=list(distributions), skipped_distributions=skipped or {})
+                        distributions=list(distributions), skipped_distributions=skipped or {},
+                        failed_distributions=failed or {})
 
 
 def degenerate(ref_outputs: list, atol: float, torch) -> set[str]:

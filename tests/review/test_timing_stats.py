@@ -249,3 +249,21 @@ def test_a_few_slow_samples_cannot_pull_a_suspect_under_the_reverification_thres
     assert hit.speedup < 10 < hit.speedup_median
     assert hit.suspect_speedup() == pytest.approx(max(hit.speedup_median, hit.speedup_trimmed))
     assert result(ref, cand).suspect_speedup() == pytest.approx(300, rel=0.05)
+
+
+def test_host_paced_speedup_counts_the_launches_where_they_outlast_the_gpu_work():
+    from kernelskill.review.timing import host_paced
+
+    # CUDA-L1's L2/41 on the H200 (docs/h200/timing): the reference launched for 0.30 ms a call running 0.052 ms on
+    # the GPU, the fused candidate 0.038 ms for 0.044 ms; prefilled samples saw 1.17x, the launches' pace 6.8x
+    paced, flags = host_paced(0.0518, 0.304, 0.0443, 0.0384)
+    assert paced == pytest.approx(0.304 / 0.0443)
+    assert [f.split(":")[0] for f in flags] == ["reference_host_bound"]
+    assert "6.86x there against 1.17x on the GPU" in flags[0]
+    # both sides GPU-bound: the same figure as the GPU's, no flag
+    paced, flags = host_paced(2.0, 0.5, 1.0, 0.4)
+    assert paced == pytest.approx(2.0) and flags == []
+    # a candidate slower to launch than to run is flagged as before (host_bound)
+    _, flags = host_paced(1.0, 0.2, 0.1, 0.3)
+    assert [f.split(":")[0] for f in flags] == ["host_bound"]
+    assert host_paced(1.0, None, 0.5, 0.1) == (None, [])  # no host times (not prefilled): no figure

@@ -98,6 +98,7 @@ class TaskOutcome(BaseModel):
     # noisy to trust, why (TimingResult.noisy_reason). None: not timed, or reviewed before these were recorded.
     best_speedup_median: float | None = None
     best_speedup_trimmed: float | None = None
+    best_speedup_host_paced: float | None = None  # TimingResult.speedup_host_paced: at the launches' pace
     best_spread: float | None = None
     timing_noisy: str | None = None
     # without kernels that pass only the configured tolerance while computing in less than fp32 (reduced_precision):
@@ -169,7 +170,7 @@ def summarize(store: RunStore, task_id: int, state: LoopResult, *, best_path: st
         best_speedup_full_precision=full_speedup, best_reduced_precision=reduced,
         reference_tf32=((review.result.get("precision") or {}).get("reference_tf32") or None) if review else None,
         best_speedup_median=timing.get("speedup_median"), best_speedup_trimmed=timing.get("speedup_trimmed"),
-        best_spread=timing.get("spread"), timing_noisy=timing.get("noisy_reason") if timing.get("noisy") else None,
+        best_speedup_host_paced=timing.get("speedup_host_paced"), best_spread=timing.get("spread"), timing_noisy=timing.get("noisy_reason") if timing.get("noisy") else None,
         best_label=best.label if best else None, best_path=best_path, flags=list(review.flags) if review else [],
         rounds_run=state.round, rounds_to_best=rounds_to_best_of(history), llm_calls=llm["calls"],
         failed_llm_calls=llm["failed_calls"], tokens=llm["tokens"], cost_usd=known_cost(llm), seconds=seconds,

@@ -21,8 +21,8 @@ def time_stage(w: Worker) -> None:
     w.log.stage("time")
     from kernelskill.review.compare import compare_outputs
     from kernelskill.review.results import TimingStats
-    from kernelskill.review.timing import (SMALL_CALL_S, TIMING_BUDGET_S, Timer, hidden_work, protocol_limits,
-                                           retime_if_noisy)
+    from kernelskill.review.timing import (SMALL_CALL_S, TIMING_BUDGET_S, Timer, hidden_work, host_paced,
+                                           protocol_limits, retime_if_noisy)
 
     torch = w.torch
     seeds = w.req.seeds
@@ -117,12 +117,9 @@ def time_stage(w: Worker) -> None:
     prefilled = ("; before each start event the device spins (torch.cuda._sleep) while the host enqueues the "
                  "sample, so the events time the GPU, not the launches" if device == "cuda" and info.prefill_s else "")
     host_us = {n: round(ms * 1e3, 3) for n, ms in info.host_ms.items()} or None
-    cand_host = info.host_ms.get("candidate")
-    if prefilled and cand_host and cand_host > cand.median_ms:
-        w.flags.add(f"host_bound: the candidate's host takes {cand_host * 1e3:.1f} us to launch a call that runs "
-                    f"{cand.median_ms * 1e3:.1f} us on the GPU (the reference: "
-                    f"{info.host_ms.get('reference', 0.0) * 1e3:.1f} us to launch, {ref.median_ms * 1e3:.1f} us to "
-                    "run); called back to back from Python, the launches set its pace")
+    paced, paced_flags = (host_paced(ref.median_ms, info.host_ms.get("reference"), cand.median_ms,
+                                     info.host_ms.get("candidate")) if prefilled else (None, []))
+    w.flags.update(paced_flags)
     timing = TimingResult.of(
         ref, cand,
         clock="cuda_events" if device == "cuda" else "cpu_perf_counter",
@@ -145,6 +142,7 @@ def time_stage(w: Worker) -> None:
         group=group,
         prefill_us=round(max(info.prefill_s.values()) * 1e6, 1) if prefilled else None,
         host_us=host_us,
+        speedup_host_paced=paced,
     )
     if timing.noisy:
         w.flags.add(f"noisy_timing: {timing.noisy_reason}")

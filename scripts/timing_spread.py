@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -135,6 +136,8 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
             "speedup_trimmed": getattr(t, "speedup_trimmed", None) if t else None,
             "noisy": getattr(t, "noisy_reason", None) if t and getattr(t, "noisy", False) else None,
             "group": getattr(t, "group", None) if t else None, "ref_us": t.reference.median_ms * 1e3 if t else None,
+            "speedup_host_paced": getattr(t, "speedup_host_paced", None) if t else None,
+            "compute_dtypes": sorted(set(prec.compute_dtypes) | set(prec.kernel_dtypes)) if prec else [],
             "strict_ok": prec.strict_tolerance_ok if prec else None,
             "reduced_precision": bool(prec and prec.reduced_precision),
             "sol_ms": sol.sol_ms if sol else None, "pct_of_sol": sol.pct_of_sol if sol else None}
@@ -142,6 +145,19 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
 
 def reported(row: dict) -> float | None:
     return row["speedup_trimmed"] if row["protocol"] == "robust" else row["speedup"]
+
+
+def paced(row: dict) -> float | None:
+    """The row's speedup at the launches' pace (recorded, or worked out from its host times and sample medians)."""
+    from kernelskill.review.timing import host_paced
+
+    if row.get("speedup_host_paced"):
+        return row["speedup_host_paced"]
+    host, ref, cand = row.get("host_us") or {}, row.get("ref_samples_us"), row.get("cand_samples_us")
+    if row["protocol"] != "robust" or not (host and ref and cand):
+        return None
+    return host_paced(statistics.median(ref) / 1e3, host.get("reference", 0) / 1e3, statistics.median(cand) / 1e3,
+                      host.get("candidate", 0) / 1e3)[0]
 
 
 def table(rows: list[dict], tasks: list[dict]) -> None:
@@ -152,7 +168,7 @@ def table(rows: list[dict], tasks: list[dict]) -> None:
 
     cols = [f"{p} {c}" for p in PROTOCOLS for c in CONDITIONS]
     print(f"{'task':44s} {'eager us':>9s} " + " ".join(f"{c:>13s}" for c in cols)
-          + f" {'noisy':>5s} {'strict':>6s} {'%floor':>7s}")
+          + f" {'robust x':>8s} {'paced x':>7s} {'noisy':>5s} {'strict':>6s} {'reduced':>7s} {'floor us':>9s} {'%floor':>7s}")
     met = {p: [0, 0] for p in PROTOCOLS}
     for t in tasks:
         mine = [r for r in rows if r["task"] == t["task"]]
@@ -161,10 +177,17 @@ def table(rows: list[dict], tasks: list[dict]) -> None:
         cells = [spread(t["task"], p, c) for p in PROTOCOLS for c in CONDITIONS]
         last = mine[-1]
         noisy = sum(1 for r in mine if r["protocol"] == "robust" and r["noisy"])
+        robust = [r for r in mine if r["protocol"] == "robust" and reported(r)]
+        figure = statistics.median(reported(r) for r in robust) if robust else None
+        paces = [x for x in map(paced, robust) if x]
+        pace = statistics.median(paces) if paces else None
         print(f"{t['task'][:44]:44s} {t['eager_ms'] * 1e3:9.1f} "
               + " ".join(f"{x:13.3f}" if x else f"{'-':>13s}" for x in cells)
-              + f" {noisy:5d} {str(last['strict_ok'])[:6]:>6s} "
-              + (f"{last['pct_of_sol']:7.2f}" if last.get("pct_of_sol") else f"{'-':>7s}"))
+              + (f" {figure:8.3f}" if figure else f" {'-':>8s}") + (f" {pace:7.2f}" if pace else f" {'-':>7s}")
+              + f" {noisy:5d} {str(last['strict_ok'])[:6]:>6s} {str(last['reduced_precision'])[:7]:>7s} "
+              + (f"{last['sol_ms'] * 1e3:9.2f} " if last.get("sol_ms") else f"{'-':>9s} ")
+              + (f"{last['pct_of_sol']:7.2f}" if last.get("pct_of_sol") else f"{'-':>7s}")
+              + ("" if last["correct"] else f"  not correct: {last['error'][:90]}"))
         limit = 1.02 if t["eager_ms"] > 1 else 1.05
         for i, p in enumerate(PROTOCOLS):
             pair = [x for x in cells[2 * i:2 * i + 2] if x]
@@ -188,6 +211,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--budget", type=float, default=540.0, help="seconds; the rest is left for the next run")
+    ap.add_argument("--only", default="", help="comma-separated task names or prefixes (L2/41,L3/15): review only "
+                    "these of the chosen tasks, e.g. to measure a timer change on the tasks that missed")
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--prebuild-jobs", type=int, default=os.cpu_count() or 2,
                     help="CUDA kernels built at once into the build cache before the first review")
@@ -197,12 +222,19 @@ def main() -> int:
     if args.run:
         tasks = pick_tasks(args.run, args.tasks, args.max_ms, args.kernels)
         missing = [t["task"] for t in tasks if not (Path(t["kernel"]).is_file() and Path(t["problem"]).is_file())]
-        if missing:
+        if missing and not args.table_only:
             sys.exit(f"{len(missing)} chosen tasks have no problem or kernel file ({', '.join(missing[:5])}): the "
                      "run folder's best/ or --kernels, and the problem paths in results.json, must exist here")
     else:
         tasks = [{"task": Path(c).stem, "problem": p, "kernel": c, "eager_ms": 0.0}
                  for p, c in (x.split(":", 1) for x in args.pair)]
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        unknown = [x for x in wanted if not any(t["task"].startswith(x) for t in tasks)]
+        if unknown:
+            sys.exit(f"--only: no chosen task starts with {', '.join(unknown)} (the chosen: "
+                     f"{', '.join(t['task'] for t in tasks)})")
+        tasks = [t for t in tasks if any(t["task"].startswith(x) for x in wanted)]
     if not tasks:
         sys.exit("no tasks: give --run RUN_DIR (a finished bench run) or --pair PROBLEM:CANDIDATE")
     args.out.mkdir(parents=True, exist_ok=True)

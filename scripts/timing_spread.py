@@ -1,23 +1,27 @@
-"""How much does a review's speedup move between reviews of the same kernel? Both timing protocols, side by side in
-one run, on a quiet machine and with all but two CPU cores busy (issue: honest figures on every task).
+"""How much does a review's speedup move between reviews of the same kernel? Timing protocols side by side in one
+run, on a quiet machine and with all but two CPU cores busy (issue: honest figures on every task).
 
     python scripts/timing_spread.py --run RUN_DIR --out OUT [--tasks 30] [--repeats 3] [--budget 540]
+    python scripts/timing_spread.py --run RUN_DIR --out OUT --only L2/41,L3/15 --protocols robust,ungrouped
     python scripts/timing_spread.py --pair PROBLEM.py:CANDIDATE.py ... --device cpu --out OUT   # a smoke run
 
 RUN_DIR is a finished `bench` run (scripts/corpus_bench.py): its correct tasks' best kernels are reviewed again. The
 tasks: the 10 level-1 tasks with the smallest eager times, then the rest spread evenly in log(eager time) between
-the smallest and `--max-ms` (50 ms), `--tasks` in all. Each task is reviewed `--repeats` times per protocol
-(`timing_protocol`: single = one call per event pair and one loop, the protocol before; robust = calls under 50 us
-in groups, a noisy loop timed again) and per condition (quiet; busy: os.cpu_count() - 2 processes spinning), the two
-protocols interleaved, task by task (a run stopped by its budget leaves whole tasks, smallest first). The figure compared is the one each protocol reports: the mean speedup (single) and the
-trimmed mean (robust), with the median beside it.
+the smallest and `--max-ms` (50 ms), `--tasks` in all (`--only` keeps some of them). Each task is reviewed
+`--repeats` times per protocol (`timing_protocol`: single = one call per event pair and one loop, as the host
+launches it, the protocol before; robust = a spin before each sample, calls under 50 us in groups, a noisy loop
+timed again; ungrouped = robust with one call per sample and a longer spin) and per condition (quiet; busy:
+os.cpu_count() - 2 processes spinning), the protocols interleaved, task by task (a run stopped by its budget
+leaves whole tasks, smallest first). The figure compared is the one each protocol reports: the mean speedup
+(single) or the trimmed mean (the others), with the median beside it.
 
 Every review is appended to OUT/timing_spread.jsonl as it ends and skipped when the script is run again, so a run
-split across several GPU leases adds up; --budget stops it cleanly. A row keeps the review's figures, its flags, the
-relative MADs, group, prefill and host times, and every sample in order (so where the slow ones fall can be read
-afterwards). Re-verification is off: it runs after the timing and would only spend device time. At the end (or with --table-only) it prints,
-per task: the eager time, the spread max/min of each protocol quiet and busy, the robust protocol's noisy reviews,
-the precision and speed-of-light columns of the last review, and how many tasks meet 1.05 (1.02 above 1 ms).
+split across several GPU leases adds up; --budget stops it cleanly. A row keeps the review's figures, its flags,
+the relative MADs, group, prefill and host times, and every sample in order (so where the slow ones fall can be
+read afterwards). Re-verification is off: it runs after the timing and would only spend device time. At the end
+(or with --table-only) it prints, per task: the eager time, the spread max/min of each protocol quiet and busy,
+the last protocol's median figure, its speedup at the launches' pace and its noisy reviews, the precision and
+speed-of-light columns of the last review, and how many tasks meet 1.05 (1.02 above 1 ms).
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-PROTOCOLS = ("single", "robust")
+PROTOCOLS = ("single", "robust")  # the default --protocols: the one before, and the one reviews use
+KNOWN_PROTOCOLS = ("single", "robust", "ungrouped")
 CONDITIONS = ("quiet", "busy")
 
 
@@ -144,7 +149,7 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
 
 
 def reported(row: dict) -> float | None:
-    return row["speedup_trimmed"] if row["protocol"] == "robust" else row["speedup"]
+    return row["speedup"] if row["protocol"] == "single" else row["speedup_trimmed"]
 
 
 def paced(row: dict) -> float | None:
@@ -154,30 +159,31 @@ def paced(row: dict) -> float | None:
     if row.get("speedup_host_paced"):
         return row["speedup_host_paced"]
     host, ref, cand = row.get("host_us") or {}, row.get("ref_samples_us"), row.get("cand_samples_us")
-    if row["protocol"] != "robust" or not (host and ref and cand):
+    if not row.get("prefill_us") or not (host and ref and cand):  # prefilled samples only (CUDA, not single)
         return None
     return host_paced(statistics.median(ref) / 1e3, host.get("reference", 0) / 1e3, statistics.median(cand) / 1e3,
                       host.get("candidate", 0) / 1e3)[0]
 
 
-def table(rows: list[dict], tasks: list[dict]) -> None:
+def table(rows: list[dict], tasks: list[dict], protocols: tuple[str, ...] = PROTOCOLS) -> None:
     def spread(task: str, protocol: str, condition: str) -> float | None:
         xs = [reported(r) for r in rows if (r["task"], r["protocol"], r["condition"]) == (task, protocol, condition)
               and reported(r)]
         return max(xs) / min(xs) if len(xs) >= 2 else None
 
-    cols = [f"{p} {c}" for p in PROTOCOLS for c in CONDITIONS]
+    cols = [f"{p} {c}" for p in protocols for c in CONDITIONS]
+    main = protocols[-1]  # the figure, paced and noisy columns: of the last protocol named
     print(f"{'task':44s} {'eager us':>9s} " + " ".join(f"{c:>13s}" for c in cols)
-          + f" {'robust x':>8s} {'paced x':>7s} {'noisy':>5s} {'strict':>6s} {'reduced':>7s} {'floor us':>9s} {'%floor':>7s}")
-    met = {p: [0, 0] for p in PROTOCOLS}
+          + f" {main[:6] + ' x':>8s} {'paced x':>7s} {'noisy':>5s} {'strict':>6s} {'reduced':>7s} {'floor us':>9s} {'%floor':>7s}")
+    met = {p: [0, 0] for p in protocols}
     for t in tasks:
         mine = [r for r in rows if r["task"] == t["task"]]
         if not mine:
             continue
-        cells = [spread(t["task"], p, c) for p in PROTOCOLS for c in CONDITIONS]
+        cells = [spread(t["task"], p, c) for p in protocols for c in CONDITIONS]
         last = mine[-1]
-        noisy = sum(1 for r in mine if r["protocol"] == "robust" and r["noisy"])
-        robust = [r for r in mine if r["protocol"] == "robust" and reported(r)]
+        noisy = sum(1 for r in mine if r["protocol"] == main and r["noisy"])
+        robust = [r for r in mine if r["protocol"] == main and reported(r)]
         figure = statistics.median(reported(r) for r in robust) if robust else None
         paces = [x for x in map(paced, robust) if x]
         pace = statistics.median(paces) if paces else None
@@ -189,7 +195,7 @@ def table(rows: list[dict], tasks: list[dict]) -> None:
               + (f"{last['pct_of_sol']:7.2f}" if last.get("pct_of_sol") else f"{'-':>7s}")
               + ("" if last["correct"] else f"  not correct: {last['error'][:90]}"))
         limit = 1.02 if t["eager_ms"] > 1 else 1.05
-        for i, p in enumerate(PROTOCOLS):
+        for i, p in enumerate(protocols):
             pair = [x for x in cells[2 * i:2 * i + 2] if x]
             if pair:
                 met[p][1] += 1
@@ -213,12 +219,18 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=540.0, help="seconds; the rest is left for the next run")
     ap.add_argument("--only", default="", help="comma-separated task names or prefixes (L2/41,L3/15): review only "
                     "these of the chosen tasks, e.g. to measure a timer change on the tasks that missed")
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS),
+                    help=f"comma-separated timing protocols to compare, of {', '.join(KNOWN_PROTOCOLS)} (robust and "
+                    "ungrouped report the trimmed mean, single the mean)")
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--prebuild-jobs", type=int, default=os.cpu_count() or 2,
                     help="CUDA kernels built at once into the build cache before the first review")
     ap.add_argument("--logs", type=Path, default=None, help="keep the reviews' worker logs here (default: a temporary "
                     "folder, so OUT holds only timing_spread.jsonl: a GPU lease returns few files)")
     args = ap.parse_args()
+    protocols = tuple(x.strip() for x in args.protocols.split(",") if x.strip())
+    if not protocols or any(x not in KNOWN_PROTOCOLS for x in protocols):
+        sys.exit(f"--protocols: give some of {', '.join(KNOWN_PROTOCOLS)}, comma-separated (got {args.protocols!r})")
     if args.run:
         tasks = pick_tasks(args.run, args.tasks, args.max_ms, args.kernels)
         missing = [t["task"] for t in tasks if not (Path(t["kernel"]).is_file() and Path(t["problem"]).is_file())]
@@ -243,7 +255,7 @@ def main() -> int:
     done = {(r["task"], r["condition"], r["protocol"], r["repeat"]) for r in rows}
     logs = args.logs or Path(tempfile.mkdtemp(prefix="timing-spread-logs-"))
     deadline = time.monotonic() + args.budget
-    left_to_do = [t for t in tasks if any((t["task"], c, p, r) not in done for c in CONDITIONS for p in PROTOCOLS
+    left_to_do = [t for t in tasks if any((t["task"], c, p, r) not in done for c in CONDITIONS for p in protocols
                                           for r in range(args.repeats))]
     if not args.table_only and left_to_do:
         prebuild_all(left_to_do, args.device, logs, args.prebuild_jobs)
@@ -252,7 +264,7 @@ def main() -> int:
     # rows: the smallest tasks, the hardest to time, come first
     pending = [] if args.table_only else [(t, c) for t in tasks for c in CONDITIONS]
     for t, condition in pending:
-        keys = [(t["task"], condition, protocol, repeat) for repeat in range(args.repeats) for protocol in PROTOCOLS]
+        keys = [(t["task"], condition, protocol, repeat) for repeat in range(args.repeats) for protocol in protocols]
         if stopped or all(k in done for k in keys):
             continue
         with Busy(condition == "busy"):
@@ -276,7 +288,7 @@ def main() -> int:
                       + f" [{len(rows)} done, {left:.0f} s of the budget left]", flush=True)
     if stopped:
         print(f"budget of {args.budget:.0f} s spent: run again with the same --out to go on", flush=True)
-    table(rows, tasks)
+    table(rows, tasks, protocols)
     return 0
 
 

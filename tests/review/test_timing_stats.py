@@ -166,7 +166,31 @@ def test_the_single_protocol_times_one_call_per_sample_and_never_retimes():
     noisy = {"x": [1.0, 9.0] * 10}
     kept, retimed = retime_if_noisy(noisy, lambda s: 2.0, lambda: {"x": [1.0] * 20}, loop_s=0.1, budget_s=budget)
     assert kept is noisy and not retimed
-    assert timing.protocol_limits("robust") == (None, timing.TIMING_BUDGET_S, True)
+    assert timing.protocol_limits("robust") == (None, timing.TIMING_BUDGET_S, timing.PREFILL_MAX_S)
+
+
+def test_the_ungrouped_protocol_times_one_call_per_sample_behind_a_longer_spin(monkeypatch):
+    # the next change to measure (docs/h200/timing): no group size to flip at 50 us, and a spin long enough for a
+    # forward whose launches take the host 30 ms
+    assert timing.protocol_limits("ungrouped") == (1, timing.TIMING_BUDGET_S, timing.UNGROUPED_PREFILL_MAX_S)
+    assert timing.prefill_seconds(0.03, timing.UNGROUPED_PREFILL_MAX_S) == pytest.approx(0.09)
+    assert timing.prefill_seconds(0.03) == timing.PREFILL_MAX_S  # the robust protocol's cap
+    clock = FakeClock()
+    monkeypatch.setattr(timing, "time", clock)
+    spins = []
+
+    def spin(seconds):
+        spins.append(seconds)
+        clock.now += seconds
+
+    def forward(x):
+        clock.now += 0.03  # 30 ms to launch
+        return x + 1
+
+    timer = Timer(torch.device("cpu"), prefill=True, spin=spin, prefill_max_s=timing.UNGROUPED_PREFILL_MAX_S)
+    samples, _, _ = timer.run({"f": forward}, sets(), warmup=2, iters=3, group=1)
+    assert spins[0] == timing.UNGROUPED_PREFILL_MAX_S and spins[1:] == pytest.approx([0.09] * 4)
+    assert samples["f"] == pytest.approx([30.0] * 3)
 
 
 class FakeClock:

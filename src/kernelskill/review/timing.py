@@ -44,6 +44,10 @@ CUDA_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06  # cudaLimitPersistingL2CacheSize
 PREFILL_MIN_S = 100e-6
 PREFILL_MAX_S = 5e-3
 PREFILL_FACTOR = 3.0
+# The ungrouped protocol (not yet measured on the GPU: docs/h200/timing/README.md, "What to change next") times one
+# call per event pair behind a spin of up to this much, enough for a forward that takes the host 30 ms to launch
+# (DenseNet121, SwinTransformerV2 on the H200 took 18-32 ms, past the robust protocol's 5 ms)
+UNGROUPED_PREFILL_MAX_S = 0.1
 SPIN_CLOCK_HZ = 2.0e9  # cycles per second assumed for torch.cuda._sleep; a slower clock only spins longer
 
 
@@ -61,12 +65,12 @@ def group_size(per_call_s: float, threshold_s: float = SMALL_CALL_S, max_group: 
     return max(1, min(max_group, math.ceil(threshold_s / per_call_s)))
 
 
-def prefill_seconds(host_s: float | None) -> float:
+def prefill_seconds(host_s: float | None, max_s: float = PREFILL_MAX_S) -> float:
     """How long the spin before a sample lasts, given the host's median seconds to enqueue one sample (None: not
-    known yet, as in the first warm-up call)."""
+    known yet, as in the first warm-up call), at most `max_s`."""
     if host_s is None:
-        return PREFILL_MAX_S
-    return min(PREFILL_MAX_S, max(PREFILL_MIN_S, PREFILL_FACTOR * host_s))
+        return max_s
+    return min(max_s, max(PREFILL_MIN_S, PREFILL_FACTOR * host_s))
 
 
 def spin_gpu(seconds: float) -> None:
@@ -127,7 +131,7 @@ class Timer:
     def __init__(self, device: torch.device, device_sync: bool = True, poison: Callable[[], object] | None = None,
                  after_call: Callable[[str], object] | None = None, l2_reset: Callable[[], object] | None = None,
                  small_call_s: float = SMALL_CALL_S, prefill: bool = False,
-                 spin: Callable[[float], object] | None = None):
+                 spin: Callable[[float], object] | None = None, prefill_max_s: float = PREFILL_MAX_S):
         self.device = device
         self.cuda = device.type == "cuda"
         self.device_sync = device_sync
@@ -136,6 +140,7 @@ class Timer:
         self.l2_reset = l2_reset if l2_reset is not None else (reset_persisting_l2 if self.cuda else None)
         self.small_call_s = small_call_s
         self.prefill = prefill
+        self.prefill_max_s = prefill_max_s
         self.spin = spin if spin is not None else (spin_gpu if self.cuda else None)
         self.host_s: dict[str, list[float]] = {}  # per callable: host seconds to enqueue one call, sample by sample
         self.last_prefill_s = 0.0
@@ -148,7 +153,7 @@ class Timer:
         if not self.prefill or self.spin is None:
             return 0.0
         seen = self.host_s.get(name)
-        seconds = prefill_seconds(statistics.median(seen[-20:]) * calls if seen else None)
+        seconds = prefill_seconds(statistics.median(seen[-20:]) * calls if seen else None, self.prefill_max_s)
         self.spin(seconds)
         return seconds
 
@@ -306,11 +311,14 @@ def host_paced(ref_gpu_ms: float, ref_host_ms: float | None, cand_gpu_ms: float,
     return paced, flags
 
 
-def protocol_limits(protocol: str) -> tuple[int | None, float, bool]:
-    """(calls per sample, seconds a re-time may use, prefill) of a timing protocol: robust lets the Timer choose the
-    group, keeps the device busy while a sample is enqueued and re-times a noisy loop within TIMING_BUDGET_S; single
-    times one call per sample, once, as the host launches it."""
-    return (None, TIMING_BUDGET_S, True) if protocol == "robust" else (1, 0.0, False)
+def protocol_limits(protocol: str) -> tuple[int | None, float, float]:
+    """(calls per sample, seconds a re-time may use, the longest spin before a sample: 0 for none) of a timing
+    protocol: robust lets the Timer choose the group, keeps the device busy while a sample is enqueued (up to
+    PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; ungrouped does the same with one call per
+    sample, each after its own L2 flush, and a spin of up to UNGROUPED_PREFILL_MAX_S; single times one call per
+    sample, once, as the host launches it."""
+    return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
+            "ungrouped": (1, TIMING_BUDGET_S, UNGROUPED_PREFILL_MAX_S)}.get(protocol, (1, 0.0, 0.0))
 
 
 def retime_if_noisy(first: T, noise: Callable[[T], float], again: Callable[[], T], loop_s: float,

@@ -21,8 +21,8 @@ def time_stage(w: Worker) -> None:
     w.log.stage("time")
     from kernelskill.review.compare import compare_outputs
     from kernelskill.review.results import TimingStats
-    from kernelskill.review.timing import (SMALL_CALL_S, TIMING_BUDGET_S, Timer, hidden_work, host_paced,
-                                           protocol_limits, retime_if_noisy)
+    from kernelskill.review.timing import (PREFILL_MAX_S, SMALL_CALL_S, TIMING_BUDGET_S, Timer, hidden_work,
+                                           host_paced, protocol_limits, retime_if_noisy)
 
     torch = w.torch
     seeds = w.req.seeds
@@ -53,9 +53,9 @@ def time_stage(w: Worker) -> None:
                 return compiled(*args)
 
         fns["compiled_reference"] = run_compiled
-    group, retime_budget, prefill = protocol_limits(w.settings.timing_protocol)
+    group, retime_budget, prefill_max_s = protocol_limits(w.settings.timing_protocol)
     timer = Timer(w.device, device_sync=w.guards.device_sync, poison=lambda: poison(w), after_call=after_call,
-                  prefill=prefill)
+                  prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S)
     with _cuda_errors(w):
         samples, synced, kept = timer.run(fns, sets, warmup, iters,
                                           keep_last=len(sets) if w.guards.timed_outputs else 0,

@@ -192,6 +192,10 @@ class _ThisMachine:
         self._profiler = profiler
 
     def review(self, problem: Path, candidate: Candidate, settings: ReviewSettings, log_dir: Path) -> ReviewResult:
+        if self.device == "cuda":  # the speed of light's problem count, on a CPU core before the GPU is taken
+            from kernelskill.review.sol import count_ahead
+
+            count_ahead(problem)
         with self._devices.take() as (env, waited):
             result = self._review(problem, candidate, settings, log_dir=log_dir, env=env)
         result.stage_seconds["queue"] = round(result.stage_seconds.get("queue", 0.0) + waited, 3)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from pathlib import Path
 
 from kernelskill.problem import Problem
 from kernelskill.review.results import Check, SpeedOfLight
@@ -24,6 +25,20 @@ def problem_work(problem: Problem) -> ProblemWork:
 @functools.lru_cache(maxsize=512)
 def _work(path: str, digest: str) -> ProblemWork:
     return measure_problem_work(path)
+
+
+def count_ahead(problem_path: Path) -> None:
+    """Count the problem's work now, into the cache the review's speed of light reads: an evaluator calls this
+    before it takes a GPU, since the count is a child process of some seconds (importing torch) that would
+    otherwise run at the end of the review, the GPU held and idle. A problem that cannot be read is left for the
+    review to report."""
+    from kernelskill.errors import KernelSkillError
+    from kernelskill.problem import read_problem
+
+    try:
+        problem_work(read_problem(problem_path))
+    except (KernelSkillError, OSError, SyntaxError, ValueError):
+        pass
 
 
 def speed_of_light(work: ProblemWork, gpu: str | None, candidate_ms: float | None,

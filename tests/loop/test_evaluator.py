@@ -1,0 +1,48 @@
+"""Where an evaluation runs (loop/evaluator.py): what an evaluator does before it takes a device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelskill.candidate import read_candidate
+from kernelskill.loop.evaluator import PooledEvaluator
+from kernelskill.problem import read_problem
+from kernelskill.review import sol
+from kernelskill.review.results import ReviewResult
+from kernelskill.review.work import ProblemWork
+from kernelskill.settings import ReviewSettings
+from tests.conftest import DATA
+
+PROBLEM = DATA / "problems" / "p01_pointwise_gelu_chain.py"
+CANDIDATE = DATA / "candidates" / "p01_pointwise_gelu_chain" / "triton_ok.py"
+
+
+def test_the_problem_work_is_counted_before_the_gpu_is_taken(monkeypatch, tmp_path):
+    # Counting a problem's work (the speed of light) is a child process importing torch, seconds on the H200
+    # machine; counted inside the review it kept the GPU held and idle for each new task of a bench
+    events = []
+    sol._work.cache_clear()
+    monkeypatch.setattr(sol, "measure_problem_work", lambda path: events.append(("count", Path(path).name))
+                        or ProblemWork(source="test"))
+
+    def reviewer(problem, candidate, settings, log_dir=None, env=None):
+        events.append(("review", env))
+        sol.problem_work(read_problem(problem))  # what the review's speed of light reads
+        return ReviewResult(device="cuda", backend="triton", problem=str(problem), candidate="c.py", compiled=True,
+                            correct=True, stage=None, error=None, settings={})
+
+    evaluator = PooledEvaluator("cuda", ["0"], reviewer=reviewer)
+    candidate = read_candidate(CANDIDATE)
+    for _ in range(2):
+        evaluator.review(PROBLEM, candidate, ReviewSettings(), tmp_path)
+    # counted once, before the first review took GPU 0; the review's own lookup is a cache hit
+    assert events == [("count", PROBLEM.name), ("review", {"CUDA_VISIBLE_DEVICES": "0"}),
+                      ("review", {"CUDA_VISIBLE_DEVICES": "0"})]
+    sol._work.cache_clear()
+
+
+def test_a_problem_that_cannot_be_read_is_left_for_the_review_to_report(tmp_path):
+    bad = tmp_path / "broken.py"
+    bad.write_text("def get_inputs(:\n")
+    sol.count_ahead(bad)  # no exception: the review says what is wrong with the file
+    sol.count_ahead(tmp_path / "missing.py")

@@ -169,19 +169,35 @@ def test_the_single_protocol_times_one_call_per_sample_and_never_retimes():
     assert timing.protocol_limits("robust") == (None, timing.TIMING_BUDGET_S, timing.PREFILL_MAX_S)
 
 
+class FakeClock:
+    """time.perf_counter for the Timer: moves only when a fake callable or spin says it does."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def fake_spin(monkeypatch):
+    """(the Timer's fake clock, the spins asked for, a spin that records its seconds and moves the clock)."""
+    clock, spins = FakeClock(), []
+    monkeypatch.setattr(timing, "time", clock)
+
+    def spin(seconds):
+        spins.append(seconds)
+        clock.now += seconds
+
+    return clock, spins, spin
+
+
 def test_the_ungrouped_protocol_times_one_call_per_sample_behind_a_longer_spin(monkeypatch):
     # the next change to measure (docs/h200/timing): no group size to flip at 50 us, and a spin long enough for a
     # forward whose launches take the host 30 ms
     assert timing.protocol_limits("ungrouped") == (1, timing.TIMING_BUDGET_S, timing.UNGROUPED_PREFILL_MAX_S)
     assert timing.prefill_seconds(0.03, timing.UNGROUPED_PREFILL_MAX_S) == pytest.approx(0.09)
     assert timing.prefill_seconds(0.03) == timing.PREFILL_MAX_S  # the robust protocol's cap
-    clock = FakeClock()
-    monkeypatch.setattr(timing, "time", clock)
-    spins = []
-
-    def spin(seconds):
-        spins.append(seconds)
-        clock.now += seconds
+    clock, spins, spin = fake_spin(monkeypatch)
 
     def forward(x):
         clock.now += 0.03  # 30 ms to launch
@@ -191,16 +207,6 @@ def test_the_ungrouped_protocol_times_one_call_per_sample_behind_a_longer_spin(m
     samples, _, _ = timer.run({"f": forward}, sets(), warmup=2, iters=3, group=1)
     assert spins[0] == timing.UNGROUPED_PREFILL_MAX_S and spins[1:] == pytest.approx([0.09] * 4)
     assert samples["f"] == pytest.approx([30.0] * 3)
-
-
-class FakeClock:
-    """time.perf_counter for the Timer: moves only when a fake callable or spin says it does."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
 
 
 def test_prefill_spins_before_each_sample_and_stays_out_of_it(monkeypatch):
@@ -246,13 +252,7 @@ def test_without_prefill_nothing_spins():
 
 def test_prefill_covers_every_call_of_a_group(monkeypatch):
     # the warm-up times single calls; a timed sample of 8 calls needs 8 calls' worth of enqueue time covered
-    clock = FakeClock()
-    monkeypatch.setattr(timing, "time", clock)
-    spins = []
-
-    def spin(seconds):
-        spins.append(seconds)
-        clock.now += seconds
+    clock, spins, spin = fake_spin(monkeypatch)
 
     def fn(x):
         clock.now += 50e-6
@@ -279,7 +279,7 @@ def test_host_paced_speedup_counts_the_launches_where_they_outlast_the_gpu_work(
     from kernelskill.review.timing import host_paced
 
     # CUDA-L1's L2/41 on the H200 (docs/h200/timing): the reference launched for 0.30 ms a call running 0.052 ms on
-    # the GPU, the fused candidate 0.038 ms for 0.044 ms; prefilled samples saw 1.17x, the launches' pace 6.8x
+    # the GPU, the fused candidate 0.038 ms for 0.044 ms; prefilled samples saw 1.17x, the launches' pace 6.9x
     paced, flags = host_paced(0.0518, 0.304, 0.0443, 0.0384)
     assert paced == pytest.approx(0.304 / 0.0443)
     assert [f.split(":")[0] for f in flags] == ["reference_host_bound"]

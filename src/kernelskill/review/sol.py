@@ -37,7 +37,7 @@ def count_ahead(problem_path: Path) -> None:
 
     try:
         problem_work(read_problem(problem_path))
-    except (KernelSkillError, OSError, SyntaxError, ValueError):
+    except KernelSkillError:  # read_problem's ProblemError: missing, unreadable, not Python
         pass
 
 

@@ -295,18 +295,19 @@ def host_paced(ref_gpu_ms: float, ref_host_ms: float | None, cand_gpu_ms: float,
     (prefilled samples) and the host's time to enqueue one. Called back to back, a call takes about max(launch,
     GPU): the figure a caller of forward() sees when the launches, not the kernels, set the pace. None without both
     host times. A side whose launches outlast its GPU work is flagged (on the H200 CUDA-L1's L2/41: the reference
-    took 300 us to launch 52 us of GPU work, 5.6x at the launches' pace against 1.17x on the GPU)."""
+    took 300 us to launch 52 us of GPU work, 6.5x at the launches' pace against 1.16x on the GPU)."""
     if not ref_host_ms or not cand_host_ms or ref_gpu_ms <= 0 or cand_gpu_ms <= 0:
         return None, []
     paced = max(ref_host_ms, ref_gpu_ms) / max(cand_host_ms, cand_gpu_ms)
+    sides = {"candidate": (cand_host_ms, cand_gpu_ms), "reference": (ref_host_ms, ref_gpu_ms)}
     flags = []
-    for name, host, gpu, other in (("candidate", cand_host_ms, cand_gpu_ms, ("reference", ref_host_ms, ref_gpu_ms)),
-                                   ("reference", ref_host_ms, ref_gpu_ms, ("candidate", cand_host_ms, cand_gpu_ms))):
+    for name, other, flag in (("candidate", "reference", "host_bound"), ("reference", "candidate",
+                                                                         "reference_host_bound")):
+        (host, gpu), (other_host, other_gpu) = sides[name], sides[other]
         if host > gpu:
-            prefix = "host_bound" if name == "candidate" else "reference_host_bound"
-            flags.append(f"{prefix}: the {name}'s host takes {host * 1e3:.1f} us to launch a call that runs "
-                         f"{gpu * 1e3:.1f} us on the GPU (the {other[0]}: {other[1] * 1e3:.1f} us to launch, "
-                         f"{other[2] * 1e3:.1f} us to run); called back to back from Python, the launches set its "
+            flags.append(f"{flag}: the {name}'s host takes {host * 1e3:.1f} us to launch a call that runs "
+                         f"{gpu * 1e3:.1f} us on the GPU (the {other}: {other_host * 1e3:.1f} us to launch, "
+                         f"{other_gpu * 1e3:.1f} us to run); called back to back from Python, the launches set its "
                          f"pace: {paced:.2f}x there against {ref_gpu_ms / cand_gpu_ms:.2f}x on the GPU")
     return paced, flags
 

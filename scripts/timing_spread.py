@@ -46,22 +46,29 @@ KNOWN_PROTOCOLS = ("single", "robust", "ungrouped")
 CONDITIONS = ("quiet", "busy")
 
 
-def pick_tasks(run: Path, count: int, max_ms: float = 50.0, kernels: Path | None = None) -> list[dict]:
+def pick_tasks(run: Path, count: int, max_ms: float = 50.0, kernels: Path | None = None,
+               exclude: tuple[str, ...] = ()) -> list[dict]:
     """(name, problem, kernel, eager_ms) of `count` correct tasks up to `max_ms` of eager time: the 10 fastest of
     level 1, then log-spaced. The kernel is the run's best/ file, or with `kernels` (a corpus's kernels/ folder)
-    that folder's level<L>/<name>.py: a committed results.json and a re-imported corpus are then enough."""
+    that folder's level<L>/<name>.py: a committed results.json and a re-imported corpus are then enough. Tasks whose
+    name starts with one of `exclude` (L3/35: rated correct by the run, rejected by a check added since) are not
+    chosen: the spacing stays as it was and the next nearest task takes an excluded one's place."""
     results = json.loads((run / "results.json").read_text())
     done = [t for t in results["tasks"] if t.get("success") and t.get("best_path") and t.get("eager_ms")
             and t["eager_ms"] <= max_ms]
     done.sort(key=lambda t: t["eager_ms"])
-    chosen = [t for t in done if t["level"] == "1"][:10]
+
+    def allowed(t: dict) -> bool:
+        return not any(f"L{t['level']}/{t['name']}".startswith(x) for x in exclude)
+
+    chosen = [t for t in done if t["level"] == "1" and allowed(t)][:10]
     rest = [t for t in done if t not in chosen]
     if rest and count > len(chosen):
         lo, hi = math.log(rest[0]["eager_ms"]), math.log(rest[-1]["eager_ms"])
         for i in range(count - len(chosen)):
             target = lo + (hi - lo) * i / max(1, count - len(chosen) - 1)
-            best = min((t for t in rest if t not in chosen), key=lambda t: abs(math.log(t["eager_ms"]) - target),
-                       default=None)
+            best = min((t for t in rest if t not in chosen and allowed(t)),
+                       key=lambda t: abs(math.log(t["eager_ms"]) - target), default=None)
             if best is not None:
                 chosen.append(best)
     def kernel(t: dict) -> str:
@@ -133,8 +140,9 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
             "time_stage_s": (r.stage_seconds or {}).get("time"),
             "ref_rel_mad": t.reference.rel_mad if t else None, "cand_rel_mad": t.candidate.rel_mad if t else None,
             "retimed": t.retimed if t else None, "prefill_us": t.prefill_us if t else None,
-            "host_us": t.host_us if t else None, "flags": [f for f in r.flags if f.split(":")[0] in
-                                                           ("host_bound", "noisy_timing", "timing_retimed")],
+            "host_us": t.host_us if t else None, "spin_outrun": getattr(t, "spin_outrun", None) if t else None,
+            "flags": [f for f in r.flags if f.split(":")[0] in ("host_bound", "reference_host_bound", "noisy_timing",
+                                                                "timing_retimed", "spin_outrun")],
             "ref_samples_us": samples(t.reference if t else None),
             "cand_samples_us": samples(t.candidate if t else None),
             "speedup": t.speedup if t else None, "speedup_median": t.speedup_median if t else None,
@@ -217,6 +225,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--budget", type=float, default=540.0, help="seconds; the rest is left for the next run")
+    ap.add_argument("--exclude", default="", help="comma-separated task names or prefixes not to choose (a task the "
+                    "run rated correct that the landed reviewer rejects, e.g. L3/35): the next nearest is chosen")
     ap.add_argument("--only", default="", help="comma-separated task names or prefixes (L2/41,L3/15): review only "
                     "these of the chosen tasks, e.g. to measure a timer change on the tasks that missed")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS),
@@ -232,7 +242,8 @@ def main() -> int:
     if not protocols or any(x not in KNOWN_PROTOCOLS for x in protocols):
         sys.exit(f"--protocols: give some of {', '.join(KNOWN_PROTOCOLS)}, comma-separated (got {args.protocols!r})")
     if args.run:
-        tasks = pick_tasks(args.run, args.tasks, args.max_ms, args.kernels)
+        excluded = tuple(x.strip() for x in args.exclude.split(",") if x.strip())
+        tasks = pick_tasks(args.run, args.tasks, args.max_ms, args.kernels, excluded)
         missing = [t["task"] for t in tasks if not (Path(t["kernel"]).is_file() and Path(t["problem"]).is_file())]
         if missing and not args.table_only:
             sys.exit(f"{len(missing)} chosen tasks have no problem or kernel file ({', '.join(missing[:5])}): the "

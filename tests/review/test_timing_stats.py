@@ -195,7 +195,7 @@ def test_the_ungrouped_protocol_times_one_call_per_sample_behind_a_longer_spin(m
     # the next change to measure (docs/h200/timing): no group size to flip at 50 us, and a spin long enough for a
     # forward whose launches take the host 30 ms
     assert timing.protocol_limits("ungrouped") == (1, timing.TIMING_BUDGET_S, timing.UNGROUPED_PREFILL_MAX_S)
-    assert timing.prefill_seconds(0.03, timing.UNGROUPED_PREFILL_MAX_S) == pytest.approx(0.09)
+    assert timing.prefill_seconds(0.03, timing.UNGROUPED_PREFILL_MAX_S) == pytest.approx(0.048)  # 1.5 x 30 + 3 ms
     assert timing.prefill_seconds(0.03) == timing.PREFILL_MAX_S  # the robust protocol's cap
     clock, spins, spin = fake_spin(monkeypatch)
 
@@ -205,8 +205,33 @@ def test_the_ungrouped_protocol_times_one_call_per_sample_behind_a_longer_spin(m
 
     timer = Timer(torch.device("cpu"), prefill=True, spin=spin, prefill_max_s=timing.UNGROUPED_PREFILL_MAX_S)
     samples, _, _ = timer.run({"f": forward}, sets(), warmup=2, iters=3, group=1)
-    assert spins[0] == timing.UNGROUPED_PREFILL_MAX_S and spins[1:] == pytest.approx([0.09] * 4)
+    assert spins[0] == timing.UNGROUPED_PREFILL_MAX_S and spins[1:] == pytest.approx([0.048] * 4)
     assert samples["f"] == pytest.approx([30.0] * 3)
+    assert timer.info.outrun == {"f": 0}  # 30 ms of launches behind 48 ms of spin
+
+
+def test_a_long_launch_sequence_gets_a_spin_of_half_again_plus_a_margin():
+    # under 2 ms of enqueueing: 3 times the host's time; past it, 1.5 times plus 3 ms (the same 6 ms at 2 ms), so a
+    # 30 ms forward spins 48 ms before each sample instead of 90 ms
+    assert timing.prefill_seconds(1e-3, 1.0) == pytest.approx(3e-3)
+    assert timing.prefill_seconds(2e-3, 1.0) == pytest.approx(6e-3)
+    assert timing.prefill_seconds(20e-3, 1.0) == pytest.approx(33e-3)
+    assert timing.prefill_seconds(20e-3, 1.0) > 20e-3 * 1.5
+
+
+def test_samples_whose_launches_outlast_the_spin_are_counted(monkeypatch):
+    # a forward whose launches take longer than the spin before it (the launch queue full, a descheduled host):
+    # the GPU waits on the host for part of the sample, and the Timer says how often that happened
+    clock, spins, spin = fake_spin(monkeypatch)
+    launch = iter([1e-3] * 3 + [1e-3, 50e-3, 1e-3, 50e-3, 1e-3])  # warm-up, then 2 of 5 timed samples outrun
+
+    def forward(x):
+        clock.now += next(launch)
+        return x + 1
+
+    timer = Timer(torch.device("cpu"), prefill=True, spin=spin, prefill_max_s=timing.UNGROUPED_PREFILL_MAX_S)
+    timer.run({"f": forward}, sets(), warmup=3, iters=5, group=1)
+    assert timer.info.outrun == {"f": 2}
 
 
 def test_prefill_spins_before_each_sample_and_stays_out_of_it(monkeypatch):

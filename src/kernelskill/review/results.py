@@ -162,6 +162,8 @@ class TimingResult(BaseModel):
     group: int = 1  # calls per event pair (small kernels on CUDA); each sample is the group's time / group
     prefill_us: float | None = None  # the spin before each sample's start event (robust protocol on CUDA), at most
     host_us: dict[str, float] | None = None  # per callable: median host µs to enqueue one call
+    # per callable: timed samples whose enqueueing outlasted the spin before them (then the GPU waited on the host)
+    spin_outrun: dict[str, int] | None = None
     # reference max(launch, GPU) / candidate max(launch, GPU) per call: the speedup of calls made back to back from
     # Python, where the launches can set the pace (prefilled samples time the GPU alone); None without host times
     speedup_host_paced: float | None = None

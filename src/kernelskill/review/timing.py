@@ -44,6 +44,11 @@ CUDA_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06  # cudaLimitPersistingL2CacheSize
 PREFILL_MIN_S = 100e-6
 PREFILL_MAX_S = 5e-3
 PREFILL_FACTOR = 3.0
+# A launch sequence of milliseconds varies less, relative to its length, than one of microseconds: past 2 ms of
+# enqueueing the spin is 1.5 times the host's time plus PREFILL_MARGIN_S (both 6 ms at 2 ms), so the 25-32 ms
+# forwards of DenseNet121 and SwinTransformerV2 spin 40-50 ms before each sample, not 75-96 ms
+PREFILL_LONG_FACTOR = 1.5
+PREFILL_MARGIN_S = 3e-3
 # The ungrouped protocol (not yet measured on the GPU: docs/h200/timing/README.md, "What to change next") times one
 # call per event pair behind a spin of up to this much, enough for a forward that takes the host 30 ms to launch
 # (DenseNet121, SwinTransformerV2 on the H200 took 18-32 ms, past the robust protocol's 5 ms)
@@ -70,7 +75,8 @@ def prefill_seconds(host_s: float | None, max_s: float = PREFILL_MAX_S) -> float
     known yet, as in the first warm-up call), at most `max_s`."""
     if host_s is None:
         return max_s
-    return min(max_s, max(PREFILL_MIN_S, PREFILL_FACTOR * host_s))
+    cover = min(PREFILL_FACTOR * host_s, PREFILL_LONG_FACTOR * host_s + PREFILL_MARGIN_S)
+    return min(max_s, max(PREFILL_MIN_S, cover))
 
 
 def spin_gpu(seconds: float) -> None:
@@ -115,6 +121,9 @@ class LoopInfo:
     l2_reset_error: str | None = None  # why resetting the persisting L2 failed; None when it worked or was not needed
     prefill_s: dict[str, float] = field(default_factory=dict)  # per callable: the spin before its timed samples
     host_ms: dict[str, float] = field(default_factory=dict)  # per callable: median host ms to enqueue one call
+    # per callable: timed samples whose enqueueing outlasted the spin before them (the launch queue filled, or the
+    # host was descheduled), so the GPU waited on the host for part of the sample
+    outrun: dict[str, int] = field(default_factory=dict)
 
 
 class Timer:
@@ -144,6 +153,7 @@ class Timer:
         self.spin = spin if spin is not None else (spin_gpu if self.cuda else None)
         self.host_s: dict[str, list[float]] = {}  # per callable: host seconds to enqueue one call, sample by sample
         self.last_prefill_s = 0.0
+        self.last_outrun = False  # the last sample's enqueueing outlasted its spin
         self.info = LoopInfo()
         n = L2_FLUSH_BYTES if self.cuda else 32 * 1024 * 1024
         self.flush_buffer = torch.empty(n // 4, dtype=torch.int32, device=device)
@@ -176,7 +186,9 @@ class Timer:
             t0 = time.perf_counter()
             for a in fresh:
                 out = fn(*a)
-            self.host_s.setdefault(name, []).append((time.perf_counter() - t0) / n)
+            enqueued = time.perf_counter() - t0
+            self.host_s.setdefault(name, []).append(enqueued / n)
+            self.last_outrun = bool(self.last_prefill_s) and enqueued > self.last_prefill_s
             end.record()
             if self.device_sync:
                 # Everything the call issued, on any stream, is done after this; the third event therefore bounds the
@@ -193,6 +205,7 @@ class Timer:
             out = fn(*a)
         elapsed = time.perf_counter() - t0
         self.host_s.setdefault(name, []).append(elapsed / n)
+        self.last_outrun = bool(self.last_prefill_s) and elapsed > self.last_prefill_s
         ms = elapsed * 1e3 / n
         return ms, ms, out
 
@@ -268,6 +281,7 @@ class Timer:
                         ms, idle_ms, out = self._one(fn, calls, name)
                         if self.last_prefill_s:
                             info.prefill_s[name] = self.last_prefill_s
+                            info.outrun[name] = info.outrun.get(name, 0) + self.last_outrun
                         if self.after_call is not None:
                             self.after_call(name)
                         samples[name].append(ms)

@@ -16,6 +16,8 @@ from kernelskill.review.worker.verify import candidate_first, one_trial, poison
 if TYPE_CHECKING:
     from kernelskill.review.worker.stages import Worker
 
+OUTRUN_SHARE = 0.1  # more than this share of a callable's samples outran their spin: flagged
+
 
 def time_stage(w: Worker) -> None:
     w.log.stage("time")
@@ -117,6 +119,11 @@ def time_stage(w: Worker) -> None:
     prefilled = ("; before each start event the device spins (torch.cuda._sleep) while the host enqueues the "
                  "sample, so the events time the GPU, not the launches" if device == "cuda" and info.prefill_s else "")
     host_us = {n: round(ms * 1e3, 3) for n, ms in info.host_ms.items()} or None
+    outrun = {n: k for n, k in info.outrun.items() if k} if prefilled else {}
+    for name, k in outrun.items():
+        if k > OUTRUN_SHARE * timed:
+            w.flags.add(f"spin_outrun: the {name}'s launches outlasted the spin before {k} of {timed} samples, so "
+                        "those samples include time the GPU waited on the host")
     paced, paced_flags = (host_paced(ref.median_ms, info.host_ms.get("reference"), cand.median_ms,
                                      info.host_ms.get("candidate")) if prefilled else (None, []))
     w.flags.update(paced_flags)
@@ -142,6 +149,7 @@ def time_stage(w: Worker) -> None:
         group=group,
         prefill_us=round(max(info.prefill_s.values()) * 1e6, 1) if prefilled else None,
         host_us=host_us,
+        spin_outrun=outrun or None,
         speedup_host_paced=paced,
     )
     if timing.noisy:

@@ -108,10 +108,11 @@ class ReviewSettings(BaseModel):
     )
     input_sets: int = Field(3, ge=3, le=16, description="distinct input sets rotated through while timing")
     timing_protocol: Literal["robust", "ungrouped", "single"] = Field(
-        "robust", description="robust: the device kept busy while a sample is enqueued, calls under 50 us timed in "
-        "groups per event pair and a noisy loop timed once more; ungrouped: the same with one call per event pair "
-        "and a longer spin (not yet measured on a GPU: docs/h200/timing); single: one call per event pair, one loop, "
-        "as the host launches it (the protocol before, kept to compare against)")
+        "robust", description="robust: the device kept busy while a sample is enqueued (not when the forward "
+        "waits on the device: then both sides as the host runs them), calls under 50 us (the reference's) timed in "
+        "groups per event pair and a noisy loop timed once more; ungrouped: the same with one call per event pair; "
+        "single: one call per event pair, one loop, as the host launches it (the protocol before, kept to compare "
+        "against). docs/h200/timing has the measurements")
     reverify_above: float = Field(10.0, gt=1, description="speedups above this are re-verified and flagged")
     reverify_trials: int = Field(20, ge=1)
     reuse_worker: bool = Field(

@@ -32,7 +32,10 @@ TIMING_BUDGET_S = 30.0
 MIN_ITERS = 10
 # A CUDA call shorter than this is timed in groups of back-to-back calls per event pair (group_size): at 10 µs the
 # events' ~0.5 µs resolution and the launch jitter of a single call are several percent of a sample; a group of 50 µs
-# or more brings them under 1%. MAX_GROUP bounds the extra input buffers (one per call of a group).
+# or more brings them under 1%. MAX_GROUP bounds the extra input buffers (one per call of a group). The group is sized
+# from the reference's calls, the same in every review of a task: sized from the faster side, a candidate whose calls
+# took 44-50 us was timed 1 call per sample in some reviews and 2 in others (the second finds L2 warm), and its
+# speedup moved 7% between reviews (CUDA-L1's L2/41 on the H200, docs/h200/timing).
 SMALL_CALL_S = 50e-6
 MAX_GROUP = 32
 CUDA_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06  # cudaLimitPersistingL2CacheSize
@@ -42,17 +45,25 @@ CUDA_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06  # cudaLimitPersistingL2CacheSize
 # 0.4-0.7 % with it; in groups of 16 without it the figure was the host's launch rate (9.4 us a call for 2.7 us of
 # GPU time). The spin lasts PREFILL_FACTOR times the host's median time to enqueue a sample, within these bounds.
 PREFILL_MIN_S = 100e-6
-PREFILL_MAX_S = 5e-3
+# Long enough for a forward that takes the host 30 ms to launch (DenseNet121 and SwinMLP on the H200 spread 1.02-1.03
+# between reviews behind a 5 ms cap, 1.000 behind this one)
+PREFILL_MAX_S = 0.1
 PREFILL_FACTOR = 3.0
 # A launch sequence of milliseconds varies less, relative to its length, than one of microseconds: past 2 ms of
 # enqueueing the spin is 1.5 times the host's time plus PREFILL_MARGIN_S (both 6 ms at 2 ms), so the 25-32 ms
 # forwards of DenseNet121 and SwinTransformerV2 spin 40-50 ms before each sample, not 75-96 ms
 PREFILL_LONG_FACTOR = 1.5
 PREFILL_MARGIN_S = 3e-3
-# The ungrouped protocol (not yet measured on the GPU: docs/h200/timing/README.md, "What to change next") times one
-# call per event pair behind a spin of up to this much, enough for a forward that takes the host 30 ms to launch
-# (DenseNet121, SwinTransformerV2 on the H200 took 18-32 ms, past the robust protocol's 5 ms)
-UNGROUPED_PREFILL_MAX_S = 0.1
+# The ungrouped protocol times one call per event pair behind the same spin. Measured on the H200 (docs/h200/timing):
+# it fixed the group flip but spread 1.06-1.13 on a 7 us conv1d, whose single cold calls vary from review to review
+# where a group of them does not; kept to compare against
+UNGROUPED_PREFILL_MAX_S = PREFILL_MAX_S
+# A callable whose launches outlast the spin before more than this share of its warm-up calls cannot be queued ahead
+# of the GPU: its forward waits on the device (a host-to-device copy of a Python scalar, an .item(), more launches
+# than the queue holds). Spinning first only makes it wait longer (SwinTransformerV2's forward took the host 115-123 ms
+# behind a 100 ms spin, and its samples spread 8-35%), so then every callable is timed without the spin, as the host
+# runs it
+UNQUEUED_SHARE = 0.5
 SPIN_CLOCK_HZ = 2.0e9  # cycles per second assumed for torch.cuda._sleep; a slower clock only spins longer
 
 
@@ -68,6 +79,14 @@ def group_size(per_call_s: float, threshold_s: float = SMALL_CALL_S, max_group: 
     if per_call_s <= 0:
         return max_group
     return max(1, min(max_group, math.ceil(threshold_s / per_call_s)))
+
+
+def group_for(call_s: dict[str, float], by: str | None, threshold_s: float = SMALL_CALL_S) -> int:
+    """Calls per sample from each callable's seconds a call (warm-up): group_size of the `by` callable's calls, or of
+    the fastest callable's when `by` is not among them; 1 when nothing was timed."""
+    if not call_s:
+        return 1
+    return group_size(call_s.get(by or "", min(call_s.values())), threshold_s)
 
 
 def prefill_seconds(host_s: float | None, max_s: float = PREFILL_MAX_S) -> float:
@@ -124,6 +143,8 @@ class LoopInfo:
     # per callable: timed samples whose enqueueing outlasted the spin before them (the launch queue filled, or the
     # host was descheduled), so the GPU waited on the host for part of the sample
     outrun: dict[str, int] = field(default_factory=dict)
+    # callables whose warm-up launches outlasted their spin (UNQUEUED_SHARE): every callable was then timed unspun
+    unqueued: list[str] = field(default_factory=list)
 
 
 class Timer:
@@ -140,7 +161,8 @@ class Timer:
     def __init__(self, device: torch.device, device_sync: bool = True, poison: Callable[[], object] | None = None,
                  after_call: Callable[[str], object] | None = None, l2_reset: Callable[[], object] | None = None,
                  small_call_s: float = SMALL_CALL_S, prefill: bool = False,
-                 spin: Callable[[float], object] | None = None, prefill_max_s: float = PREFILL_MAX_S):
+                 spin: Callable[[float], object] | None = None, prefill_max_s: float = PREFILL_MAX_S,
+                 group_by: str | None = "reference"):
         self.device = device
         self.cuda = device.type == "cuda"
         self.device_sync = device_sync
@@ -154,13 +176,15 @@ class Timer:
         self.host_s: dict[str, list[float]] = {}  # per callable: host seconds to enqueue one call, sample by sample
         self.last_prefill_s = 0.0
         self.last_outrun = False  # the last sample's enqueueing outlasted its spin
+        self.group_by = group_by  # the callable whose warm-up calls size the group (absent: the fastest)
+        self.unqueued: list[str] = []  # set by a run's warm-up; kept by a later run without one (a re-time)
         self.info = LoopInfo()
         n = L2_FLUSH_BYTES if self.cuda else 32 * 1024 * 1024
         self.flush_buffer = torch.empty(n // 4, dtype=torch.int32, device=device)
 
     def _prefill(self, name: str, calls: int) -> float:
         """The spin before a sample of `calls` calls of `name` (0 without prefill); run outside the timed region."""
-        if not self.prefill or self.spin is None:
+        if not self.prefill or self.spin is None or self.unqueued:
             return 0.0
         seen = self.host_s.get(name)
         seconds = prefill_seconds(statistics.median(seen[-20:]) * calls if seen else None, self.prefill_max_s)
@@ -226,14 +250,17 @@ class Timer:
         idle, and the outputs of its last `keep_last` samples (each the last call of its group) as (input set index,
         output) so they can be checked. Every callable gets the same number of samples: `iters`, or fewer (at least
         MIN_ITERS) when the warm-up says the timed loop would take more than `budget_s` (None: no limit). `group`
-        calls per sample, the same for every callable; None: on CUDA, group_size of the fastest callable's warm-up
-        calls, on CPU 1. `self.info` says what was done.
+        calls per sample, the same for every callable; None: on CUDA, group_size of the `group_by` callable's warm-up
+        calls (the fastest callable's when there is none), on CPU 1. With prefill, a warm-up whose launches outlast
+        their spin (UNQUEUED_SHARE) turns the spin off for every callable, here and in later runs without a warm-up.
+        `self.info` says what was done.
         """
         self.info = info = LoopInfo()
         with torch.no_grad():
             slots = [clone_args(input_sets[0]) for _ in range(2)]  # 2 buffers, len(input_sets) >= 3 contents
             per_call: dict[str, float] = {}  # wall seconds of one warm-up call (copy, flush and sync included)
             event_s: dict[str, float] = {}  # the median warm-up call by the clock, the first (compiling) one left out
+            outran: dict[str, list[bool]] = {}  # per warm-up call: its launches outlasted the spin before it
             for name, fn in fns.items():
                 spent, times = 0.0, []
                 for i in range(warmup):
@@ -241,6 +268,7 @@ class Timer:
                     ms, _, _ = self._one(fn, [(input_sets[i % len(input_sets)], slots[i % 2])], name)
                     spent += time.perf_counter() - t0
                     times.append(ms / 1e3)
+                    outran.setdefault(name, []).append(self.last_outrun)
                     if self.after_call is not None:
                         self.after_call(name)
                     if budget_s is not None and spent > budget_s / 4 / len(fns):
@@ -248,8 +276,12 @@ class Timer:
                 per_call[name] = spent / max(len(times), 1)
                 if times:
                     event_s[name] = statistics.median(times[1:] or times)
+            if warmup > 0:
+                self.unqueued = [name for name, seen in outran.items()
+                                 if sum(seen[1:] or seen) > UNQUEUED_SHARE * len(seen[1:] or seen)]
+            info.unqueued = list(self.unqueued)
             if group is None:
-                group = group_size(min(event_s.values()), self.small_call_s) if self.cuda and event_s else 1
+                group = group_for(event_s, self.group_by, self.small_call_s) if self.cuda else 1
             info.group = group
             slots += [clone_args(input_sets[0]) for _ in range(group - len(slots))]
             if budget_s is not None and warmup > 0:

@@ -119,13 +119,21 @@ def time_stage(w: Worker) -> None:
     prefilled = ("; before each start event the device spins (torch.cuda._sleep) while the host enqueues the "
                  "sample, so the events time the GPU, not the launches" if device == "cuda" and info.prefill_s else "")
     host_us = {n: round(ms * 1e3, 3) for n, ms in info.host_ms.items()} or None
-    outrun = {n: k for n, k in info.outrun.items() if k} if prefilled else {}
+    outrun = {n: k for n, k in info.outrun.items() if k} if prefilled and not first.unqueued else {}
     for name, k in outrun.items():
         if k > OUTRUN_SHARE * timed:
             w.flags.add(f"spin_outrun: the {name}'s launches outlasted the spin before {k} of {timed} samples, so "
                         "those samples include time the GPU waited on the host")
+    unqueued = first.unqueued
+    if device == "cuda" and unqueued:
+        prefilled = ("; the device was not kept busy before each sample: the " + " and the ".join(unqueued)
+                     + " could not be queued ahead of the GPU (its launches outlasted the spin before most warm-up "
+                     "calls: the forward waits on the device), so every callable is timed as the host runs it")
+        w.flags.add(f"host_synchronized: the {' and the '.join(unqueued)}'s launches could not be queued ahead of "
+                    "the GPU (a host-device copy or sync inside the forward, or more launches than the queue holds); "
+                    "both sides were timed as the host runs them, so host speed is part of the figure")
     paced, paced_flags = (host_paced(ref.median_ms, info.host_ms.get("reference"), cand.median_ms,
-                                     info.host_ms.get("candidate")) if prefilled else (None, []))
+                                     info.host_ms.get("candidate")) if prefilled and not unqueued else (None, []))
     w.flags.update(paced_flags)
     timing = TimingResult.of(
         ref, cand,
@@ -147,7 +155,7 @@ def time_stage(w: Worker) -> None:
         iters=timed,
         retimed=retimed,
         group=group,
-        prefill_us=round(max(info.prefill_s.values()) * 1e6, 1) if prefilled else None,
+        prefill_us=round(max(info.prefill_s.values()) * 1e6, 1) if info.prefill_s else None,
         host_us=host_us,
         spin_outrun=outrun or None,
         speedup_host_paced=paced,

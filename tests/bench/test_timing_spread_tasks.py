@@ -62,3 +62,17 @@ def test_an_excluded_task_gives_its_place_to_the_next_nearest_and_the_spacing_st
     after = [t["task"] for t in spread.pick_tasks(run, 30, 50.0, exclude=("L3/35",))]
     assert "L3/35_LTSM" in before and "L3/35_LTSM" not in after and len(after) == 30
     assert set(before) - set(after) == {"L3/35_LTSM"} and len(set(after) - set(before)) == 1
+
+
+def test_a_task_counts_towards_the_target_only_once_both_conditions_are_measured(capsys):
+    # a run stopped by its budget can leave a task with its quiet reviews only: it is named as not finished, not
+    # counted as meeting the target on half the evidence
+    def row(task, condition, protocol, x):
+        return {"task": task, "condition": condition, "protocol": protocol, "repeat": 0, "speedup": x,
+                "speedup_trimmed": x, "correct": True, "noisy": None, "strict_ok": True, "reduced_precision": False}
+
+    tasks = [{"task": "L1/1_a", "eager_ms": 0.01}, {"task": "L3/2_b", "eager_ms": 20.0}]
+    rows = [row("L1/1_a", c, "robust", x) for c in ("quiet", "busy") for x in (1.0, 1.01)]
+    rows += [row("L3/2_b", "quiet", "robust", x) for x in (1.0, 1.01)]
+    spread.table(rows, tasks, ("robust",))
+    assert "robust: 1 of 1 tasks within 1.05 (1.02 above 1 ms), quiet and busy; not finished: L3/2" in capsys.readouterr().out

@@ -157,6 +157,17 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
             "sol_ms": sol.sol_ms if sol else None, "pct_of_sol": sol.pct_of_sol if sol else None}
 
 
+def seed_rows(source: Path, jsonl: Path) -> None:
+    """Start OUT's rows from `source` (.jsonl, or .jsonl.gz as committed); said on stdout."""
+    import gzip
+
+    opener = gzip.open if source.suffix == ".gz" else open
+    with opener(source, "rt") as f:
+        text = f.read()
+    jsonl.write_text(text)
+    print(f"rows seeded from {source}: {sum(1 for x in text.splitlines() if x.strip())}", flush=True)
+
+
 def reported(row: dict) -> float | None:
     return row["speedup"] if row["protocol"] == "single" else row["speedup_trimmed"]
 
@@ -237,6 +248,9 @@ def main() -> int:
     ap.add_argument("--protocols", default=",".join(PROTOCOLS),
                     help=f"comma-separated timing protocols to compare, of {', '.join(KNOWN_PROTOCOLS)} (robust and "
                     "ungrouped report the trimmed mean, single the mean)")
+    ap.add_argument("--seed-rows", type=Path, default=None, help="rows to start from when OUT has none yet (a "
+                    ".jsonl or .jsonl.gz a run returned, e.g. docs/h200/timing/spread_s8.jsonl.gz): a fresh GPU "
+                    "machine then resumes a committed run without carrying its rows")
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--prebuild-jobs", type=int, default=os.cpu_count() or 2,
                     help="CUDA kernels built at once into the build cache before the first review")
@@ -267,6 +281,8 @@ def main() -> int:
         sys.exit("no tasks: give --run RUN_DIR (a finished bench run) or --pair PROBLEM:CANDIDATE")
     args.out.mkdir(parents=True, exist_ok=True)
     jsonl = args.out / "timing_spread.jsonl"
+    if args.seed_rows and not jsonl.exists():
+        seed_rows(args.seed_rows, jsonl)
     rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()] if jsonl.exists() else []
     done = {(r["task"], r["condition"], r["protocol"], r["repeat"]) for r in rows}
     logs = args.logs or Path(tempfile.mkdtemp(prefix="timing-spread-logs-"))

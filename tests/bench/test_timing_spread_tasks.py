@@ -76,3 +76,26 @@ def test_a_task_counts_towards_the_target_only_once_both_conditions_are_measured
     rows += [row("L3/2_b", "quiet", "robust", x) for x in (1.0, 1.01)]
     spread.table(rows, tasks, ("robust",))
     assert "robust: 1 of 1 tasks within 1.05 (1.02 above 1 ms), quiet and busy; not finished: L3/2" in capsys.readouterr().out
+
+
+def test_a_fresh_machine_resumes_from_committed_rows(tmp_path, monkeypatch, capsys):
+    # a GPU lease starts bare: --seed-rows puts the committed rows in OUT, so the reviews already made are skipped
+    import gzip
+
+    # --pair names the task after the kernel file (k.py: "k")
+    rows = [{"task": "k", "condition": c, "protocol": "robust", "repeat": r, "speedup": 1.0,
+             "speedup_trimmed": 1.0, "correct": True, "noisy": None, "strict_ok": True, "reduced_precision": False}
+            for c in ("quiet", "busy") for r in range(3)]
+    seed = tmp_path / "rows.jsonl.gz"
+    with gzip.open(seed, "wt") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    problem, kernel = tmp_path / "p.py", tmp_path / "k.py"
+    problem.write_text("")
+    kernel.write_text("")
+    monkeypatch.setattr(spread, "one_review", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-reviewed")))
+    monkeypatch.setattr(sys, "argv", ["timing_spread.py", "--pair", f"{problem}:{kernel}", "--out",
+                                      str(tmp_path / "out"), "--protocols", "robust", "--seed-rows", str(seed)])
+    assert spread.main() == 0
+    out = capsys.readouterr().out
+    assert "rows seeded from" in out and ": 6" in out
+    assert len((tmp_path / "out" / "timing_spread.jsonl").read_text().splitlines()) == 6

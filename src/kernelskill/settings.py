@@ -108,8 +108,8 @@ class ReviewSettings(BaseModel):
     )
     input_sets: int = Field(3, ge=3, le=16, description="distinct input sets rotated through while timing")
     timing_protocol: Literal["robust", "ungrouped", "single"] = Field(
-        "robust", description="robust: the device kept busy while a sample is enqueued (not when the forward "
-        "waits on the device: then both sides as the host runs them), calls under 50 us (the reference's) timed in "
+        "robust", description="robust: the device kept busy while a sample is enqueued (a side whose forward "
+        "waits on the device is timed as the host runs it), calls under 50 us (the reference's) timed in "
         "groups per event pair and a noisy loop timed once more; ungrouped: the same with one call per event pair; "
         "single: one call per event pair, one loop, as the host launches it (the protocol before, kept to compare "
         "against). docs/h200/timing has the measurements")

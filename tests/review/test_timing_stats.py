@@ -331,20 +331,25 @@ def test_the_group_is_sized_from_the_reference_so_a_candidate_near_the_threshold
 def test_a_forward_whose_launches_cannot_be_queued_ahead_is_timed_without_the_spin(monkeypatch):
     # SwinTransformerV2 copies a Python scalar to the GPU in every attention layer: the host waits for the device
     # there, so its launches end after the spin however long it is (115-123 ms behind a 100 ms spin on the H200).
-    # Spinning first only adds waiting: every callable is then timed as the host runs it, also when re-timed
+    # Spinning first only adds waiting: that callable is then timed as the host runs it, also when re-timed. The other
+    # keeps its spin, so a candidate cannot add a synchronize to have a launch-bound reference timed at its launches'
+    # pace
     clock, spins, fake = fake_spin(monkeypatch)
     queued = {"s": 0.0}  # the spin the device still has to run when the next call starts
+    spun = []  # which callable each spin was for
 
     def spin(seconds):
         fake(seconds)
         queued["s"] = seconds
 
     def synced(x):  # waits for what the device has queued (the spin), then 20 ms of work
+        spun.append("synced" if queued["s"] else None)
         clock.now += queued["s"] + 0.02
         queued["s"] = 0.0
         return x + 1
 
     def plain(x):
+        spun.append("plain" if queued["s"] else None)
         clock.now += 0.02
         queued["s"] = 0.0
         return x + 1
@@ -352,11 +357,11 @@ def test_a_forward_whose_launches_cannot_be_queued_ahead_is_timed_without_the_sp
     timer = Timer(torch.device("cpu"), prefill=True, spin=spin)
     samples, _, _ = timer.run({"reference": synced, "candidate": plain}, sets(), warmup=4, iters=5, group=1)
     assert timer.info.unqueued == ["reference"]
-    spun = len(spins)
-    assert spun == 8  # the warm-up calls only
+    assert spun == ["synced"] * 4 + ["plain"] * 4 + [None] * 5 + ["plain"] * 5  # warm-up; then blocks of 5 each
     assert samples["reference"] == pytest.approx([20.0] * 5) and samples["candidate"] == pytest.approx([20.0] * 5)
+    spun.clear()
     timer.run({"reference": synced, "candidate": plain}, sets(), warmup=0, iters=3, group=1)  # a re-time
-    assert len(spins) == spun and timer.info.unqueued == ["reference"]
+    assert spun == [None] * 3 + ["plain"] * 3 and timer.info.unqueued == ["reference"]
 
     spins.clear()
     timer = Timer(torch.device("cpu"), prefill=True, spin=spin)

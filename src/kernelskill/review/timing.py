@@ -61,8 +61,9 @@ UNGROUPED_PREFILL_MAX_S = PREFILL_MAX_S
 # A callable whose launches outlast the spin before more than this share of its warm-up calls cannot be queued ahead
 # of the GPU: its forward waits on the device (a host-to-device copy of a Python scalar, an .item(), more launches
 # than the queue holds). Spinning first only makes it wait longer (SwinTransformerV2's forward took the host 115-123 ms
-# behind a 100 ms spin, and its samples spread 8-35%), so then every callable is timed without the spin, as the host
-# runs it
+# behind a 100 ms spin, and its samples spread 8-35%), so that callable is timed without the spin, as the host runs
+# it. The others keep theirs: were the decision shared, a candidate could add a synchronize to its forward and have a
+# launch-bound reference timed at its launches' pace (CUDA-L1's L2/41: 6.5x there against 1.16x on the GPU)
 UNQUEUED_SHARE = 0.5
 SPIN_CLOCK_HZ = 2.0e9  # cycles per second assumed for torch.cuda._sleep; a slower clock only spins longer
 
@@ -143,7 +144,7 @@ class LoopInfo:
     # per callable: timed samples whose enqueueing outlasted the spin before them (the launch queue filled, or the
     # host was descheduled), so the GPU waited on the host for part of the sample
     outrun: dict[str, int] = field(default_factory=dict)
-    # callables whose warm-up launches outlasted their spin (UNQUEUED_SHARE): every callable was then timed unspun
+    # callables whose warm-up launches outlasted their spin (UNQUEUED_SHARE): those were timed without the spin
     unqueued: list[str] = field(default_factory=list)
 
 
@@ -184,7 +185,7 @@ class Timer:
 
     def _prefill(self, name: str, calls: int) -> float:
         """The spin before a sample of `calls` calls of `name` (0 without prefill); run outside the timed region."""
-        if not self.prefill or self.spin is None or self.unqueued:
+        if not self.prefill or self.spin is None or name in self.unqueued:
             return 0.0
         seen = self.host_s.get(name)
         seconds = prefill_seconds(statistics.median(seen[-20:]) * calls if seen else None, self.prefill_max_s)
@@ -251,8 +252,8 @@ class Timer:
         output) so they can be checked. Every callable gets the same number of samples: `iters`, or fewer (at least
         MIN_ITERS) when the warm-up says the timed loop would take more than `budget_s` (None: no limit). `group`
         calls per sample, the same for every callable; None: on CUDA, group_size of the `group_by` callable's warm-up
-        calls (the fastest callable's when there is none), on CPU 1. With prefill, a warm-up whose launches outlast
-        their spin (UNQUEUED_SHARE) turns the spin off for every callable, here and in later runs without a warm-up.
+        calls (the fastest callable's when there is none), on CPU 1. With prefill, a callable whose warm-up launches
+        outlast their spin (UNQUEUED_SHARE) is timed without it, here and in later runs without a warm-up.
         `self.info` says what was done.
         """
         self.info = info = LoopInfo()

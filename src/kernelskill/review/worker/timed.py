@@ -119,21 +119,22 @@ def time_stage(w: Worker) -> None:
     prefilled = ("; before each start event the device spins (torch.cuda._sleep) while the host enqueues the "
                  "sample, so the events time the GPU, not the launches" if device == "cuda" and info.prefill_s else "")
     host_us = {n: round(ms * 1e3, 3) for n, ms in info.host_ms.items()} or None
-    outrun = {n: k for n, k in info.outrun.items() if k} if prefilled and not first.unqueued else {}
+    outrun = {n: k for n, k in info.outrun.items() if k and n not in first.unqueued}
     for name, k in outrun.items():
         if k > OUTRUN_SHARE * timed:
             w.flags.add(f"spin_outrun: the {name}'s launches outlasted the spin before {k} of {timed} samples, so "
                         "those samples include time the GPU waited on the host")
-    unqueued = first.unqueued
+    unqueued = [n for n in first.unqueued if n in ("reference", "candidate")]
     if device == "cuda" and unqueued:
-        prefilled = ("; the device was not kept busy before each sample: the " + " and the ".join(unqueued)
-                     + " could not be queued ahead of the GPU (its launches outlasted the spin before most warm-up "
-                     "calls: the forward waits on the device), so every callable is timed as the host runs it")
-        w.flags.add(f"host_synchronized: the {' and the '.join(unqueued)}'s launches could not be queued ahead of "
-                    "the GPU (a host-device copy or sync inside the forward, or more launches than the queue holds); "
-                    "both sides were timed as the host runs them, so host speed is part of the figure")
+        who = " and the ".join(unqueued)
+        prefilled += (f"; the {who} could not be queued ahead of the GPU (its launches outlasted the spin before most "
+                      "warm-up calls: the forward waits on the device), so it is timed without the spin, as the "
+                      "host runs it")
+        w.flags.add(f"host_synchronized: the {who}'s launches could not be queued ahead of the GPU (a host-device "
+                    "copy or sync inside the forward, or more launches than the queue holds); timed as the host runs "
+                    "it, so host speed is part of its time")
     paced, paced_flags = (host_paced(ref.median_ms, info.host_ms.get("reference"), cand.median_ms,
-                                     info.host_ms.get("candidate")) if prefilled and not unqueued else (None, []))
+                                     info.host_ms.get("candidate")) if info.prefill_s else (None, []))
     w.flags.update(paced_flags)
     timing = TimingResult.of(
         ref, cand,

@@ -2,12 +2,13 @@
 
 Per timed sample, outside the timed region: one of several input sets is copied into each of the fixed input buffers
 the sample uses (the same pointers see different contents from call to call, which defeats caching by pointer, shape
-or call count) and the L2 cache is flushed by zeroing a persistent buffer larger than it. Inside: one CUDA event pair
-on the current stream around one call, or, for calls under SMALL_CALL_S, a group of back-to-back calls on their own
-buffers (the same group for every callable); then the whole device is synchronized and a third event marks when it
-was idle. When a callable's stop event comes clearly before its device is idle (work hidden on side streams or
-threads), every callable is scored by the idle-device times instead, so hidden work is counted. Before each timed
-loop the persisting L2 is reset, so no access policy window survives the flush. All samples are kept.
+or call count), the L2 cache is flushed by zeroing a persistent buffer larger than it, and (prefill) the device is
+kept busy while the host enqueues the sample. Inside: one CUDA event pair on the current stream around one call, or,
+where the reference's calls take under SMALL_CALL_S, a group of back-to-back calls on their own buffers (the same
+group for every callable); then the whole device is synchronized and a third event marks when it was idle. When a
+callable's stop event comes clearly before its device is idle (work hidden on side streams or threads), every
+callable is scored by the idle-device times instead, so hidden work is counted. Before each timed loop the
+persisting L2 is reset, so no access policy window survives the flush. All samples are kept.
 Reference and candidate are timed in the same process, interleaved in blocks, under the same conditions.
 """
 
@@ -50,8 +51,8 @@ PREFILL_MIN_S = 100e-6
 PREFILL_MAX_S = 0.1
 PREFILL_FACTOR = 3.0
 # A launch sequence of milliseconds varies less, relative to its length, than one of microseconds: past 2 ms of
-# enqueueing the spin is 1.5 times the host's time plus PREFILL_MARGIN_S (both 6 ms at 2 ms), so the 25-32 ms
-# forwards of DenseNet121 and SwinTransformerV2 spin 40-50 ms before each sample, not 75-96 ms
+# enqueueing the spin is 1.5 times the host's time plus PREFILL_MARGIN_S (both 6 ms at 2 ms), so DenseNet121, whose
+# forward took the host 22 ms to enqueue on the H200, spins 36 ms before each sample, not 66 ms
 PREFILL_LONG_FACTOR = 1.5
 PREFILL_MARGIN_S = 3e-3
 # The ungrouped protocol times one call per event pair behind the same spin. Measured on the H200 (docs/h200/timing):

@@ -194,8 +194,8 @@ def fake_spin(monkeypatch):
 def test_the_ungrouped_protocol_times_one_call_per_sample_behind_a_longer_spin(monkeypatch):
     # the next change to measure (docs/h200/timing): no group size to flip at 50 us, and a spin long enough for a
     # forward whose launches take the host 30 ms
-    assert timing.protocol_limits("ungrouped") == (1, timing.TIMING_BUDGET_S, timing.UNGROUPED_PREFILL_MAX_S)
-    assert timing.prefill_seconds(0.03, timing.UNGROUPED_PREFILL_MAX_S) == pytest.approx(0.048)  # 1.5 x 30 + 3 ms
+    assert timing.protocol_limits("ungrouped") == (1, timing.TIMING_BUDGET_S, timing.PREFILL_MAX_S)
+    assert timing.prefill_seconds(0.03, timing.PREFILL_MAX_S) == pytest.approx(0.048)  # 1.5 x 30 + 3 ms
     assert timing.prefill_seconds(0.2) == timing.PREFILL_MAX_S  # the cap, the same for robust
     clock, spins, spin = fake_spin(monkeypatch)
 
@@ -203,9 +203,9 @@ def test_the_ungrouped_protocol_times_one_call_per_sample_behind_a_longer_spin(m
         clock.now += 0.03  # 30 ms to launch
         return x + 1
 
-    timer = Timer(torch.device("cpu"), prefill=True, spin=spin, prefill_max_s=timing.UNGROUPED_PREFILL_MAX_S)
+    timer = Timer(torch.device("cpu"), prefill=True, spin=spin, prefill_max_s=timing.PREFILL_MAX_S)
     samples, _, _ = timer.run({"f": forward}, sets(), warmup=2, iters=3, group=1)
-    assert spins[0] == timing.UNGROUPED_PREFILL_MAX_S and spins[1:] == pytest.approx([0.048] * 4)
+    assert spins[0] == timing.PREFILL_MAX_S and spins[1:] == pytest.approx([0.048] * 4)
     assert samples["f"] == pytest.approx([30.0] * 3)
     assert timer.info.outrun == {"f": 0}  # 30 ms of launches behind 48 ms of spin
 
@@ -229,7 +229,7 @@ def test_samples_whose_launches_outlast_the_spin_are_counted(monkeypatch):
         clock.now += next(launch)
         return x + 1
 
-    timer = Timer(torch.device("cpu"), prefill=True, spin=spin, prefill_max_s=timing.UNGROUPED_PREFILL_MAX_S)
+    timer = Timer(torch.device("cpu"), prefill=True, spin=spin, prefill_max_s=timing.PREFILL_MAX_S)
     timer.run({"f": forward}, sets(), warmup=3, iters=5, group=1)
     assert timer.info.outrun == {"f": 2}
 

@@ -58,7 +58,6 @@ PREFILL_MARGIN_S = 3e-3
 # The ungrouped protocol times one call per event pair behind the same spin. Measured on the H200 (docs/h200/timing):
 # it fixed the group flip but spread 1.06-1.13 on a 7 us conv1d, whose single cold calls vary from review to review
 # where a group of them does not; kept to compare against
-UNGROUPED_PREFILL_MAX_S = PREFILL_MAX_S
 # A callable whose launches outlast the spin before more than this share of its warm-up calls cannot be queued ahead
 # of the GPU: its forward waits on the device (a host-to-device copy of a Python scalar, an .item(), more launches
 # than the queue holds). Spinning first only makes it wait longer (SwinTransformerV2's forward took the host 115-123 ms
@@ -364,10 +363,9 @@ def protocol_limits(protocol: str) -> tuple[int | None, float, float]:
     """(calls per sample, seconds a re-time may use, the longest spin before a sample: 0 for none) of a timing
     protocol: robust lets the Timer choose the group, keeps the device busy while a sample is enqueued (up to
     PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; ungrouped does the same with one call per
-    sample, each after its own L2 flush, and a spin of up to UNGROUPED_PREFILL_MAX_S; single times one call per
-    sample, once, as the host launches it."""
+    sample, each after its own L2 flush; single times one call per sample, once, as the host launches it."""
     return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
-            "ungrouped": (1, TIMING_BUDGET_S, UNGROUPED_PREFILL_MAX_S)}.get(protocol, (1, 0.0, 0.0))
+            "ungrouped": (1, TIMING_BUDGET_S, PREFILL_MAX_S)}.get(protocol, (1, 0.0, 0.0))
 
 
 def retime_if_noisy(first: T, noise: Callable[[T], float], again: Callable[[], T], loop_s: float,

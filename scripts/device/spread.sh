@@ -4,7 +4,7 @@
 # Reads the committed CUDA-L1 run (docs/h200/kernelbench/results.json) and the kernels of .devdata/corpus; the rows
 # done so far travel in .devdata/spread/timing_spread.jsonl (copy the returned file there between calls).
 source "$(dirname "$0")/setup.sh"
-mkdir -p .devdata/spread
+# The rows are written straight under $OUT, so a call cut short by its time limit still brings back every finished row.
+if [ -f .devdata/spread/timing_spread.jsonl ]; then cp .devdata/spread/timing_spread.jsonl "$OUT/"; fi
 python3 scripts/timing_spread.py --run docs/h200/kernelbench --kernels .devdata/corpus/kernels \
-    --out .devdata/spread --budget "$1" "${@:2}" 2>&1 | tee "$OUT/spread.log"
-cp .devdata/spread/timing_spread.jsonl "$OUT/"
+    --out "$OUT" --budget "$1" "${@:2}" 2>&1 | tee "$OUT/spread.log"

@@ -19,6 +19,7 @@ P01 = "problems/p01_pointwise_gelu_chain.py"
     ("cheats/no_kernel.py", "policy:no-custom-kernel"),
     ("cheats/ghost_kernel.py", "policy:reruns-reference-ops"),
     ("rules/p01_backend_flags.py", "static:backend-flags"),
+    ("rules/p01_ctypes.py", "static:native-calls"),
 ])
 def test_strict_only_violations_are_run_and_judged_under_both_rule_sets(tmp_path, cheat, violation):
     strict = run_review(P01, cheat, tmp_path / "strict")
@@ -29,13 +30,14 @@ def test_strict_only_violations_are_run_and_judged_under_both_rule_sets(tmp_path
 
     kernelbench = run_review(P01, cheat, tmp_path / "kb", rules="kernelbench")
     assert kernelbench.correct, kernelbench.error
-    assert violation in kernelbench.flags  # kept, by name
+    assert kernelbench.flags.count(violation) == 1  # kept, by name, once however many lines break it
     assert kernelbench.policy.rules == "kernelbench" and not kernelbench.policy.correct_strict
 
 
 @pytest.mark.parametrize("cheat,check", [
     ("cheats/patch_isclose.py", "static:monkey-patch"),
     ("cheats/patch_hidden.py", "runtime:integrity"),
+    ("cheats/ctypes_patch.py", "runtime:integrity"),
     ("cheats/frame_walk.py", "static:frame-access"),
     ("cheats/thread_import.py", "static:concurrency"),
     ("cheats/tensor_subclass.py", "runtime:output-type"),
@@ -46,6 +48,13 @@ def test_real_cheats_fail_under_kernelbench_rules_too(tmp_path, cheat, check):
     assert not result.correct and result.error_kind == "rejected"
     assert check in result.error
     assert not result.policy.correct_kernelbench
+
+
+def test_a_rule_broken_on_two_lines_is_one_flag_and_two_checks(tmp_path):
+    result = run_review(P01, "rules/p01_ctypes.py", tmp_path, rules="kernelbench", timing=False)
+    assert result.correct, result.error
+    assert result.flags.count("static:native-calls") == 1
+    assert [v.name for v in result.policy.violations].count("static:native-calls") == 2  # both lines, with detail
 
 
 def test_a_backend_switch_is_recorded_and_undone_before_the_next_review(tmp_path):

@@ -300,6 +300,7 @@ def _apply_rules(result: dict, settings: ReviewSettings, violations: list[Check]
         return
     result["checks"] = [*result.get("checks", []), *violations]
     if settings.rules == "kernelbench":
-        result["flags"] = [*result["flags"], *(v.name for v in violations if v.name not in result["flags"])]
+        # each rule once, however many lines break it (the checks keep every line)
+        result["flags"] = list(dict.fromkeys([*result["flags"], *(v.name for v in violations)]))
     elif result["stage"] is None:  # strict: a run that went through is rejected for what it leaned on
         result.update(stage="verify", error_kind="rejected", correct=False, error=_rejection(violations))

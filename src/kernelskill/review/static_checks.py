@@ -7,7 +7,14 @@ Each finding names its rule (`static:<rule>`) and line, so the verdict says whic
   candidate never runs, under either rule set;
 - strict-only (`STRICT_ONLY`): what KernelBench's harness accepts but our agents may not do, because it hides work
   from the measurement or leans on PyTorch (try/except fallbacks, global backend switches such as cudnn.benchmark or
-  TF32, reuse of the reference `Model`). The candidate still runs; `--rules strict` rejects it afterwards by name.
+  TF32, reuse of the reference `Model`), or calls native code outside the build (`ctypes`, `cffi`). The candidate
+  still runs; `--rules strict` rejects it afterwards by name.
+
+Why `ctypes` is strict-only and not safety: it can call C functions and write any byte of the process, but so can the
+`load_inline` extension every CUDA candidate loads into the same worker. What stands behind both is the same: the OS
+confinement (no network, no files outside the sandbox, no privileges) and the runtime checks (harness functions
+compared by identity, outputs checked for aliasing and laziness, results re-verified). Refusing it before it runs
+stopped none of that and did stop KernelBench-correct kernels that use it to reach the CUDA runtime.
 """
 
 from __future__ import annotations
@@ -20,8 +27,6 @@ FORBIDDEN_MODULES = {
     "inspect": "frame-access",
     "gc": "frame-access",
     "traceback": "frame-access",
-    "ctypes": "frame-access",
-    "cffi": "frame-access",
     "threading": "concurrency",
     "_thread": "concurrency",
     "multiprocessing": "concurrency",
@@ -39,6 +44,8 @@ FORBIDDEN_MODULES = {
     "pickle": "dynamic-code",
     "marshal": "dynamic-code",
 }
+# Native calls outside the build: strict-only (see the module's docstring)
+NATIVE_MODULES = {"ctypes", "cffi"}
 FRAME_ATTRIBUTES = {
     "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "tb_next", "gi_frame", "cr_frame", "ag_frame",
     "__globals__", "__builtins__", "__subclasses__", "__closure__", "_getframe", "_current_frames", "settrace",
@@ -57,7 +64,8 @@ PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "F", "nn", "np", "numpy", "m
 # Calls that switch a process-wide numeric setting (TF32, default dtype, denormals) for the reference as well.
 GLOBAL_SETTING_CALLS = {"set_float32_matmul_precision", "set_default_dtype", "set_flush_denormal",
                         "use_deterministic_algorithms"}
-STRICT_ONLY = frozenset({"static:try-fallback", "static:backend-flags", "static:reference-model"})
+STRICT_ONLY = frozenset({"static:try-fallback", "static:backend-flags", "static:reference-model",
+                         "static:native-calls"})
 
 
 def _is_literal(value: ast.AST | None) -> bool:
@@ -104,6 +112,9 @@ class _Checker(ast.NodeVisitor):
         top = name.split(".")[0]
         if top in FORBIDDEN_MODULES:
             self.add(FORBIDDEN_MODULES[top], node, f"imports `{name}`, which a kernel candidate has no use for")
+        elif top in NATIVE_MODULES:
+            self.add("native-calls", node, f"imports `{name}`: calls native code outside the build; put it in the "
+                                           "kernel's C++/CUDA source instead")
 
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:

@@ -37,9 +37,19 @@ def bench(args, extra: list[str]) -> tuple[int, float]:
     print("$", " ".join(cmd), flush=True)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-    try:
-        proc.wait(timeout=args.budget)
-    except subprocess.TimeoutExpired:
+    deadline = start + args.budget
+    while True:
+        # the run folder is packed every --pack-every seconds too, so a call cut short by its lease (its time limit
+        # is not known in here) still brings back every task finished before the last pack
+        try:
+            proc.wait(timeout=max(0.0, min(deadline - time.monotonic(), args.pack_every)))
+            break
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                break
+            if (run / "run.db").exists():
+                pack(run, Path(args.tar), quiet=True)
+    if proc.poll() is None:
         print(f"budget of {args.budget:.0f} s spent: interrupting (tasks in flight are redone on resume)", flush=True)
         os.killpg(proc.pid, signal.SIGINT)
         try:
@@ -53,22 +63,36 @@ def bench(args, extra: list[str]) -> tuple[int, float]:
 LOG_TAIL = 32 * 1024  # bytes of each per-review log kept in the tarball: the end says how it went
 
 
-def pack(run: Path, tar: Path) -> None:
-    """Pack the run folder; each per-review log (worker, prebuild, build) only by its last LOG_TAIL bytes."""
+def pack(run: Path, tar: Path, quiet: bool = False) -> None:
+    """Pack the run folder into `tar` (written aside, then renamed: a reader never sees half a file); each per-review
+    log (worker, prebuild, build) only by its last LOG_TAIL bytes, and the run store as SQLite's own consistent
+    copy, so a pack made while the bench writes is a store `--resume` can open."""
     import io
+    import sqlite3
+    import tempfile
 
     tar.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(tar, "w:gz") as t:
+    part = tar.with_name(tar.name + ".part")
+    with tempfile.TemporaryDirectory() as scratch, tarfile.open(part, "w:gz") as t:
         for path in sorted(run.rglob("*")):
             arcname = str(Path(run.name) / path.relative_to(run))
-            if path.is_file() and "reviews" in path.relative_to(run).parts and path.suffix in (".log", ".txt"):
+            if path.name in ("run.db-wal", "run.db-shm", "run.db-journal"):
+                continue  # in the copy below
+            if path.name == "run.db" and path.is_file():
+                copy = Path(scratch) / "run.db"
+                with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as src, sqlite3.connect(copy) as dst:
+                    src.backup(dst)
+                t.add(str(copy), arcname)
+            elif path.is_file() and "reviews" in path.relative_to(run).parts and path.suffix in (".log", ".txt"):
                 data = path.read_bytes()[-LOG_TAIL:]
                 info = t.gettarinfo(str(path), arcname)
                 info.size = len(data)
                 t.addfile(info, io.BytesIO(data))
             elif path.is_file() or path.is_dir():
                 t.add(str(path), arcname, recursive=False)
-    print(f"packed {run} into {tar} ({tar.stat().st_size / 1e6:.1f} MB)", flush=True)
+    os.replace(part, tar)
+    if not quiet:
+        print(f"packed {run} into {tar} ({tar.stat().st_size / 1e6:.1f} MB)", flush=True)
 
 
 def table(run: Path, wall: float) -> dict:
@@ -104,6 +128,7 @@ def main() -> None:
     p.add_argument("--tar", required=True)
     p.add_argument("--budget", type=float, default=480)
     p.add_argument("--parallel", type=int, default=8)
+    p.add_argument("--pack-every", type=float, default=60.0, help="seconds between packs while the bench runs")
     p.add_argument("extra", nargs="*", help="more bench options after --, e.g. --level 1 --baseline compile")
     args = p.parse_args()
     run = Path(args.run)

@@ -309,6 +309,11 @@ def bench(
                                                       "or no-memory: the memories switched off."),
     baseline: Optional[BaselineChoice] = typer.Option(None, help="compile: also time torch.compile(Model) against "
                                                       "each task's best kernel."),
+    warm_jobs: Optional[int] = typer.Option(
+        None, "--warm-jobs", min=0, metavar="N",
+        help="With --baseline compile: compile N tasks' torch.compile(Model) at a time into Inductor's cache before "
+        "anything is timed, so the baseline reviews load it instead of compiling while they hold the GPU (default: "
+        "half the CPU cores, at most 8; 0: no warm-up)."),
     profile: ProfileOpt = None,
     max_tokens_per_task: MaxTokensOpt = None,
     max_cost_per_task: MaxCostOpt = None,
@@ -338,7 +343,7 @@ def bench(
     request = from_options(
         BenchRequest, {}, problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model,
         base_url=base_url, backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation,
-        baseline=baseline, out=out, resume=resume, ray=ray,
+        baseline=baseline, warm_jobs=warm_jobs, out=out, resume=resume, ray=ray,
         **_settings(dict(seeds=seeds, rounds=rounds, profile=profile),
                     dict(device=device, trials=trials, iters=iters, warmup=warmup, rules=rules),
                     max_tokens_per_task, max_cost_per_task),

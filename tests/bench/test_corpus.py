@@ -99,3 +99,34 @@ def test_bench_over_a_corpus_gives_both_verdicts_and_names_what_is_missing(corpu
     assert not tasks["5_task"]["success"] and "no kernel for 5_task" in (tasks["5_task"]["reason"] or "")
     overall = results["overall"]
     assert overall["success_kernelbench"] == pytest.approx(3 / 5) and overall["success_strict"] == pytest.approx(1 / 5)
+
+
+@pytest.mark.slow
+def test_the_compile_baseline_is_warmed_for_every_task_before_anything_is_timed(corpus, tmp_path):
+    """bench --baseline compile compiles each task's torch.compile(Model) into Inductor's cache first, several at a
+    time, and each baseline review then loads its graphs instead of compiling them while it holds the device."""
+    import sqlite3
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "kernelskill.cli", "bench", "--problems", str(corpus / "problems"), "--model",
+           f"corpus:{corpus}", "--device", "cpu", "--seeds", "1", "--rounds", "0", "--trials", "2", "--warmup", "1",
+           "--iters", "2", "--rules", "kernelbench", "--tasks", "1,2", "--baseline", "compile", "--warm-jobs", "2",
+           "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor")  # cold: only the warm-up can fill it
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    warmed = [i for i, line in enumerate(lines) if "compiled in" in line and "graph" in line]
+    assert len(warmed) == 2, proc.stdout
+    results_at = [i for i, line in enumerate(lines) if line.startswith(("1_task:", "2_task:")) and "correct" in line]
+    assert len(results_at) == 2 and max(warmed) < min(results_at), proc.stdout  # all warm-ups before any verdict
+    tasks = {t["name"]: t for t in json.loads((out / "results.json").read_text())["tasks"]}
+    assert tasks["1_task"]["speedup_vs_compile"] and tasks["2_task"]["speedup_vs_compile"]
+    assert "x vs torch.compile" in lines[results_at[0]]  # the task's line says it too
+    db = sqlite3.connect(out / "run.db")
+    rows = [json.loads(r[0]) for r in db.execute("select result_json from reviews")]
+    assert len(rows) == 2  # with --rounds 0 each seed's own review timed torch.compile: no second review
+    for r in rows:
+        assert r["timing"]["compile_warmup"]["fxgraph_cache_hit"] >= 1, r["timing"]["compile_warmup"]
+        assert r["timing"]["compile_warmup"]["fxgraph_cache_miss"] == 0

@@ -27,3 +27,34 @@ def test_a_device_script_parses_and_names_what_exists(script):
         assert 'source "$(dirname "$0")/setup.sh"' in text  # the wheels and PYTHONPATH, before anything runs
     for path in re.findall(r"(docs/h200/[a-z0-9_/.]+[a-z0-9_]|tests/data/[a-z0-9_/.]+[a-z0-9_])", text):
         assert (REPO / path).exists(), path
+
+
+def test_a_run_folder_packed_while_the_store_is_open_resumes_elsewhere(tmp_path):
+    """scripts/corpus_bench.py packs the run folder every minute while the bench writes, so a GPU call cut short
+    still brings its finished tasks back: the pack holds SQLite's own copy of the store (not its live write-ahead
+    log) and appears whole or not at all."""
+    import importlib.util
+    import tarfile
+
+    from kernelskill.store import RunStore
+
+    spec = importlib.util.spec_from_file_location("corpus_bench", REPO / "scripts" / "corpus_bench.py")
+    corpus_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus_bench)
+
+    run = tmp_path / "run"
+    store = RunStore.create(run)
+    run_id = store.add_run("bench", "corpus:test", {"command": "test"})
+    store.add_task(run_id, "1_task", "1_task.py", "source")
+    assert (run / "run.db-wal").exists()  # the task sits in the write-ahead log, the store still open
+    tar = tmp_path / "out" / "run.tar.gz"
+    corpus_bench.pack(run, tar, quiet=True)
+    assert not tar.with_name(tar.name + ".part").exists()
+    with tarfile.open(tar) as t:
+        names = t.getnames()
+        assert "run/run.db" in names and not [n for n in names if n.endswith(("-wal", "-shm"))]
+        t.extractall(tmp_path / "elsewhere", filter="data")
+    resumed = RunStore.open(tmp_path / "elsewhere" / "run")
+    assert resumed.find_task(run_id, "1_task") is not None
+    store.close()
+    resumed.close()

@@ -51,6 +51,8 @@ class BenchDisplay(SpinnerDisplay):
                 what = f"[green]correct[/], {r.best_speedup:.3g}x" if r.best_speedup else "[green]correct[/]"
                 if r.best_speedup and r.best_speedup_median is not None:
                     what += f" (median {r.best_speedup_median:.3g}x, spread ±{(r.best_spread or 0.0):.0%})"
+                if r.speedup_vs_compile:
+                    what += f", {r.speedup_vs_compile:.3g}x vs torch.compile"
                 if r.timing_noisy:
                     what += f" [yellow]noisy: {escape(r.timing_noisy)}[/]"
                 if r.best_reduced_precision:
@@ -61,6 +63,9 @@ class BenchDisplay(SpinnerDisplay):
                 what = "[yellow]no correct kernel[/]" + (f" (last: {escape(last)})" if last else "")
             extra = f" [dim]{e.text}[/]" if e.text else ""
             self.console.print(f"{e.task}: {what}{extra}", highlight=False, soft_wrap=True)
+        elif e.kind == "warm":  # the compile baseline's warm-up, before the tasks: a line per task, then a total
+            line = f"{e.task}: {e.text}" if e.task else e.text
+            self.console.print(escape(line), style="dim", highlight=False, soft_wrap=True)
         elif e.kind == "round" and self.verbose:
             self.console.print(f"  {e.task}: {e.text}", highlight=False, soft_wrap=True)
         if self._status is not None:

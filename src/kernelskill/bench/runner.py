@@ -10,6 +10,7 @@ After every finished task `results.json` is rewritten, so an interrupted run sti
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -58,6 +59,9 @@ class BenchRequest(BaseModel):
     budget: Budget = Budget()
     ablation: Ablation = "none"
     baseline: Baseline | None = None
+    # --baseline compile: tasks whose torch.compile(Model) is compiled into Inductor's cache at once, before anything
+    # is timed (0: none; the baseline reviews then compile on the GPU's clock); None: half the CPU cores, at most 8
+    warm_jobs: int | None = Field(None, ge=0)
     out: Path | None = None
     resume: bool = False
     ray: str | None = None  # a Ray cluster ("auto", "host:port", "ray://..."): evaluations are placed there
@@ -68,7 +72,7 @@ class BenchEvent(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    kind: Literal["start", "task_started", "task_done", "round"]
+    kind: Literal["start", "warm", "task_started", "task_done", "round"]
     task: str | None = None
     text: str = ""
     result: TaskResult | None = None
@@ -103,6 +107,10 @@ def run_bench(
         check_backend(evaluator.device, request.backend)
         loop = request.loop.ablated(request.ablation)
         review_settings = request.review.model_copy(update={"device": evaluator.device, "backend": request.backend})
+        if request.baseline == "compile" and loop.rounds == 0:
+            # no round can replace a seed: each seed's own review times torch.compile(Model) beside it, and the best
+            # needs no second review
+            review_settings = review_settings.model_copy(update={"baseline": "compile"})
         run_dir = request.out or Path("runs") / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
         stop = stop or threading.Event()
         # one writer per run folder (store/lock.py): two `bench --resume` of one folder would run every task twice
@@ -189,6 +197,8 @@ class _Bench:
         parallel = self.request.parallel or 2 * self.evaluator.slots
         executor = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="task")
         try:
+            if self.request.baseline == "compile":
+                self._warm_compile()
             futures = [executor.submit(self._task, t) for t in self.tasks]
             for f in futures:
                 while not f.done():
@@ -215,6 +225,51 @@ class _Bench:
             results = build_results(self.config, [self.results[t.name] for t in self.tasks])
             write_results(self.store.run_dir / "results.json", results)
         return results
+
+    def _warm_compile(self) -> None:
+        """--baseline compile: compile every unfinished task's torch.compile(Model) into Inductor's cache first,
+        `warm_jobs` at a time on the CPU cores, with nothing timed meanwhile, so each baseline review loads its graphs
+        instead of compiling them (tens of seconds each) while it holds the GPU. A failed warm-up costs nothing: that
+        task's baseline review compiles for itself and says what failed."""
+        jobs = self.request.warm_jobs
+        if jobs is None:
+            jobs = max(1, min(8, (os.cpu_count() or 2) // 2))
+        todo = [t for t in self.tasks if self.store.find_task(self.run_id, t.name).status not in ("finished", "failed")]
+        if jobs == 0 or not todo or self.stop.is_set():
+            return
+        start = time.monotonic()
+        first = self._warm_one(todo[0])
+        if first is None:
+            return  # not done by this evaluator (a Ray cluster: each node compiles in its own reviews)
+        self.on_event(BenchEvent(kind="warm", text=f"torch.compile(Model) of {len(todo)} tasks into Inductor's cache, "
+                                               f"{jobs} at a time, before anything is timed"))
+        self._warmed(todo[0], first)
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="warm")
+        futures = {pool.submit(self._warm_one, t): t for t in todo[1:]}
+        try:
+            for f in futures:
+                while not f.done():
+                    time.sleep(0.2)  # short waits keep Ctrl-C responsive
+                self._warmed(futures[f], f.result())
+        except KeyboardInterrupt:  # the warm-ups in flight end with this process (their workers die with it)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        self.on_event(BenchEvent(kind="warm", text=f"Inductor's cache warmed in {time.monotonic() - start:.0f} s"))
+
+    def _warm_one(self, t: BenchTask):
+        from kernelskill.review.reviewer import Warmed
+
+        try:
+            return self.evaluator.warm_compile(t.path, self.review_settings,
+                                               self.store.run_dir / "reviews" / safe_name(t.name) / "baseline-compile")
+        except Exception as exc:  # noqa: BLE001 - a task's warm-up failing costs that warm-up, never the run
+            return Warmed(0.0, error=f"{type(exc).__name__}: {exc}")
+
+    def _warmed(self, t: BenchTask, w) -> None:
+        text = (f"torch.compile warm-up failed: {w.error.strip().splitlines()[-1][:300] if w.error else '?'}"
+                if w.warmup is None else f"compiled in {w.warmup.seconds:.1f} s ({w.warmup.cache_words()})")
+        self.on_event(BenchEvent(kind="warm", task=t.name, text=text))
 
     # ---- one task ------------------------------------------------------------------------------------------------
 
@@ -283,17 +338,26 @@ class _Bench:
         })
 
     def _compile_baseline(self, t: BenchTask, best) -> tuple[float | None, float | None, list[str]]:
-        """One more review of the best kernel, also timing torch.compile(Model) the same way; stored as the
-        kernel's 'baseline' review. (compile_ms, speedup vs compile, flags to add)."""
+        """torch.compile(Model) timed beside the best kernel: from the kernel's own review when the reviews already
+        timed it (--rounds 0), else one more review of the kernel, stored as its 'baseline' review. (compile_ms,
+        speedup vs compile, flags to add)."""
         from kernelskill.candidate import parse_candidate
 
+        if self.review_settings.baseline == "compile":  # the kernel's own review timed torch.compile beside it
+            own = self.store.review_of(best.candidate_id)
+            if own is not None and own.correct and own.compile_ms and own.candidate_ms:
+                return own.compile_ms, own.compile_ms / own.candidate_ms, []
+            said = [f for f in (own.flags if own else []) if f.startswith("compile_baseline_failed")]
+            if said:
+                return None, None, said
         settings = self.review_settings.model_copy(update={"baseline": "compile"})
         log_dir = self.store.run_dir / "reviews" / safe_name(t.name) / "baseline-compile"
         candidate = parse_candidate(best.source, self.store.run_dir / best.path)
         result = self.evaluator.review(t.path, candidate, settings, log_dir)
         self.store.add_review(best.candidate_id, result.model_dump(mode="json"), purpose="baseline")
         if not result.correct or result.compile_ms is None or result.candidate_ms is None:
-            return None, None, [f"compile_baseline_failed: {(result.error or 'no timing')[:200]}"]
+            said = [f for f in result.flags if f.startswith("compile_baseline_failed")]  # the compile's own failure
+            return None, None, said or [f"compile_baseline_failed: {(result.error or 'no timing')[:200]}"]
         return result.compile_ms, result.compile_ms / result.candidate_ms, []
 
     def _pending(self, t: BenchTask) -> TaskResult:

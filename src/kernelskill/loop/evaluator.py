@@ -4,6 +4,8 @@ The loop (runner.py) asks its task's Evaluator three things, and records every a
 
     review(problem, candidate, settings, log_dir)  -> ReviewResult   compile, verify, time (review/reviewer.py)
     prebuild(problem, candidate, settings, log_dir) -> Prebuilt|None  build CUDA sources on CPU cores first
+    warm_compile(problem, settings, log_dir)        -> Warmed|None    fill Inductor's cache with torch.compile(Model)
+                                                                      (bench --baseline compile, before any timing)
     profile(problem, candidate_path, kb, keep)      -> Profiled       Nsight Compute + PyTorch profiler
                                                                       (memory/collect.py), for the decision policy
 
@@ -47,7 +49,7 @@ from kernelskill.settings import ReviewSettings
 if TYPE_CHECKING:
     from kernelskill.memory.knowledge import KnowledgeBase
     from kernelskill.memory.profiling import ProfileSettings
-    from kernelskill.review.reviewer import Prebuilt
+    from kernelskill.review.reviewer import Prebuilt, Warmed
 
 # what runs in the worker, replaceable (tests: scripted ones); the defaults are review/reviewer.py's and
 # memory/collect.py's own functions
@@ -79,6 +81,10 @@ class Evaluator(Protocol):
                  log_dir: Path) -> Prebuilt | None:
         """Build a CUDA candidate into the build cache before it waits for a device (None: nothing to build here);
         a Prebuilt that holds a result did not compile, a verdict that needs no device."""
+
+    def warm_compile(self, problem: Path, settings: ReviewSettings, log_dir: Path) -> Warmed | None:
+        """Compile torch.compile(Model) into the cache later reviews on this machine read (None: not done here).
+        It uses a device without taking it: the caller makes sure nothing is being timed meanwhile."""
 
     def profile(self, problem: Path, candidate: Path, kb: KnowledgeBase, keep: Path) -> Profiled:
         """Profile the candidate file; its driver, logs, ncu report and CSV are kept in `keep`."""
@@ -187,8 +193,11 @@ class _ThisMachine:
         self.device = device
         self._devices = _Devices(gpus)
         self.slots = max(1, len(self._devices.gpus))
+        from kernelskill.review.reviewer import warm_compile
+
         self._review = reviewer or review
         self._prebuild = prebuilder or (prebuild if reviewer is None else None)
+        self._warm = warm_compile if reviewer is None else None
         self._profiler = profiler
 
     def review(self, problem: Path, candidate: Candidate, settings: ReviewSettings, log_dir: Path) -> ReviewResult:
@@ -204,6 +213,12 @@ class _ThisMachine:
     def prebuild(self, problem: Path, candidate: Candidate, settings: ReviewSettings,
                  log_dir: Path) -> Prebuilt | None:
         return self._prebuild(problem, candidate, settings, log_dir) if self._prebuild else None
+
+    def warm_compile(self, problem: Path, settings: ReviewSettings, log_dir: Path) -> Warmed | None:
+        if self._warm is None:
+            return None
+        gpus = self._devices.gpus  # Inductor's cache is the machine's: any of its GPUs fills it
+        return self._warm(problem, settings, log_dir=log_dir, env={"CUDA_VISIBLE_DEVICES": gpus[0]} if gpus else None)
 
     def profile(self, problem: Path, candidate: Path, kb: KnowledgeBase, keep: Path) -> Profiled:
         from kernelskill.memory.collect import profile_candidate
@@ -315,6 +330,9 @@ class RayEvaluator:
 
     def prebuild(self, problem: Path, candidate: Candidate, settings: ReviewSettings, log_dir: Path) -> None:
         return None  # the build cache is per machine: a node builds for itself
+
+    def warm_compile(self, problem: Path, settings: ReviewSettings, log_dir: Path) -> None:
+        return None  # Inductor's cache is per machine too: a node compiles in its own reviews
 
     def profile(self, problem: Path, candidate: Path, kb: KnowledgeBase, keep: Path) -> Profiled:
         problem, candidate = Path(problem), Path(candidate)

@@ -129,6 +129,28 @@ class TimingStats(BaseModel):
         )
 
 
+class CompileWarmup(BaseModel):
+    """torch.compile(Model)'s first call: Inductor compiling (or loading from its cache) the reference's graphs.
+
+    Made before the timed loop, so the compile's seconds are never a warm-up call's cost (they would cut every side's
+    samples to the minimum). The cache counters say whether an earlier warm-up (`bench --baseline compile` warms all
+    tasks first, in parallel, with nothing timed) saved the compile: `fxgraph_cache_hit` graphs loaded, `..._miss`
+    compiled here."""
+
+    seconds: float
+    # None: this PyTorch keeps no such counters
+    fxgraph_cache_hit: int | None = None
+    fxgraph_cache_miss: int | None = None
+    fxgraph_cache_bypass: int | None = None  # graphs Inductor would not cache
+
+    def cache_words(self) -> str:
+        """"2 graphs from the cache", "compiled 1 graph", ... for logs and the method text."""
+        parts = [f"{n} graph{'s' * (n != 1)} {what}" for n, what in (
+            (self.fxgraph_cache_hit, "from the cache"), (self.fxgraph_cache_miss, "compiled"),
+            (self.fxgraph_cache_bypass, "not cacheable")) if n]
+        return ", ".join(parts) or "no Inductor graph"
+
+
 class TimingResult(BaseModel):
     """How reference and candidate were timed, and the speedups.
 
@@ -151,6 +173,7 @@ class TimingResult(BaseModel):
     reference: TimingStats
     candidate: TimingStats
     compiled_reference: TimingStats | None = None  # torch.compile(Model), when asked for
+    compile_warmup: CompileWarmup | None = None  # that compile's first call, made before the timed loop
     speedup: float  # reference mean / candidate mean (the paper's figure)
     speedup_median: float  # the same on medians (robust to outliers)
     speedup_vs_compile: float | None = None

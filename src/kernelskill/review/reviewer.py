@@ -23,7 +23,7 @@ from kernelskill.errors import KernelSkillError, ProblemError
 from kernelskill.problem import Problem, read_problem
 from kernelskill.review.logs import trim_log
 from kernelskill.review.precision import compute_dtypes, settle
-from kernelskill.review.results import Check, CompileResult, PolicyResult, Precision, ReviewResult
+from kernelskill.review.results import Check, CompileResult, CompileWarmup, PolicyResult, Precision, ReviewResult
 from kernelskill.review.confine import warn_unavailable
 from kernelskill.review.sandbox import WorkerOutcome, clean_environment, describe_exit, run_worker
 from kernelskill.review.sol import judge as judge_speed_of_light
@@ -188,6 +188,45 @@ def prebuild(
     result = _compose(_base(problem, candidate, settings, "cuda", backend), outcome, settings, log_path, seconds)
     result.stage_seconds = {"compile": outcome.stage_seconds.get("compile", seconds)}
     return Prebuilt(seconds, result)
+
+
+@dataclass
+class Warmed:
+    """A compile warm-up: torch.compile(Model)'s first call, made to fill Inductor's cache (None: it failed, `error`
+    says why; the worker log has the rest)."""
+
+    seconds: float  # wall seconds of the warm-up, worker start included
+    warmup: CompileWarmup | None = None
+    error: str | None = None
+
+
+def warm_compile(problem: Problem | str | Path, settings: ReviewSettings | None = None, log_dir: Path | None = None,
+                 env: dict[str, str] | None = None) -> Warmed:
+    """Compile the problem's reference with torch.compile into Inductor's cache, in a worker set up as a review's
+    (the same sandbox, environment and caches, the reference built and called the same way), so a later
+    `--baseline compile` review loads its graphs instead of compiling them on the GPU's clock. Nothing is timed and
+    no candidate runs; the device is used for the one call, so call this only while nothing is being timed."""
+    settings = settings or ReviewSettings()
+    if not isinstance(problem, Problem):
+        problem = read_problem(problem)
+    device = resolve_device(settings.device)
+    log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kernelskill-warm-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / "warm.log"
+    nothing = Candidate(source="", backend="none")
+    request = _request(problem, nothing, settings, device, "none", mode="warm")
+    start = time.perf_counter()
+    outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
+                         clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox),
+                         reuse=settings.reuse_worker)
+    seconds = round(time.perf_counter() - start, 3)
+    if outcome.results.compile_warmup is not None:
+        return Warmed(seconds, outcome.results.compile_warmup)
+    if outcome.verdict is not None:
+        return Warmed(seconds, error=outcome.verdict.error)
+    if outcome.timed_out:
+        return Warmed(seconds, error=f"timed out in stage {outcome.stage} (see {log_path})")
+    return Warmed(seconds, error=f"the worker ended without a result (see {log_path})")
 
 
 def prepare_builds() -> threading.Thread:

@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from kernelskill.review.results import (Check, CompileResult, ErrorKind, KernelUsage, Precision, Stage,
+from kernelskill.review.results import (Check, CompileResult, CompileWarmup, ErrorKind, KernelUsage, Precision, Stage,
                                         TimingResult, VerifyResult)
 from kernelskill.settings import ReviewSettings
 
@@ -39,7 +39,7 @@ class Seeds(_Wire):
 
 
 class ReviewRequest(_Wire):
-    """One review (or, with mode "build", one prebuild) for a worker."""
+    """One review (or, with mode "build", one prebuild; with mode "warm", one compile warm-up) for a worker."""
 
     problem_path: str
     problem_source: str  # the worker does not read the problem file again (the sandbox keeps it closed)
@@ -55,7 +55,7 @@ class ReviewRequest(_Wire):
     iters: int
     settings: ReviewSettings
     seeds: Seeds
-    mode: Literal["review", "build"] = "review"
+    mode: Literal["review", "build", "warm"] = "review"
     arch: str | None = None  # build: the compute capability to build for ("9.0")
     prebuild_call_s: int = PREBUILD_CALL_S  # build: how long ModelNew may take on meta tensors
     log_path: str | None = None  # this review's log file, set by the worker pool
@@ -97,6 +97,7 @@ class StageResults(_Wire):
     flags: list[str] | None = None  # any stage; merged, never replaced
     prebuild: list[ExtensionPrebuild] | None = None  # build mode
     prebuild_stopped: str | None = None  # build mode: why the module's code was not run to its end
+    compile_warmup: CompileWarmup | None = None  # warm mode: torch.compile(Model)'s first call
 
     def merged(self, update: StageResults) -> StageResults:
         """These results with the fields `update` reports put in (a later report of a field wins; flags add up)."""

@@ -12,6 +12,7 @@ import time
 from kernelskill.review.results import CompileResult
 from kernelskill.review.wire import ReviewRequest
 from kernelskill.review.worker.candidate import CandidateCalls, is_cuda_fatal, short_traceback
+from kernelskill.review.worker.baseline import warm
 from kernelskill.review.worker.checks import problem_of
 from kernelskill.review.worker.prebuild import Prebuild
 from kernelskill.review.worker.session import Channel, Session, StageLog
@@ -208,6 +209,9 @@ class Worker:
     def run(self) -> None:
         if self.req.mode == "build":
             Prebuild(self.req, self.log, self.torch).run()
+            return
+        if self.req.mode == "warm":
+            warm(self)
             return
         self.load()
         self.compile()

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The torch.compile baseline over the CUDA-L1 corpus, resumable across leases (bench --baseline compile: Inductor's
+# cache warmed for every task first, then each seed's review times torch.compile(Model) beside it):
+#   compile_baseline.sh BUDGET_S NAME [FROM_TAR] [-- bench options]
+# e.g. compile_baseline.sh 400 cb -- --level 1, then compile_baseline.sh 400 cb .devdata/cb.tar.gz -- --level 1
+# BUDGET_S must leave the lease's limit room for the last pack; the run folder is also packed every minute, and the
+# log goes straight to $OUT, so a call cut short still brings back every task finished before it.
+source "$(dirname "$0")/setup.sh"
+budget=$1 name=$2
+shift 2
+from=()
+if [ -n "${1:-}" ] && [ "$1" != "--" ]; then
+    from=(--from "$1")
+    shift
+fi
+[ "${1:-}" = "--" ] && shift
+python3 scripts/corpus_bench.py --corpus .devdata/corpus --run ".devrun/$name" --budget "$budget" \
+    --tar "$OUT/$name.tar.gz" --parallel 12 "${from[@]}" -- --baseline compile "$@" 2>&1 | tee "$OUT/$name.log"

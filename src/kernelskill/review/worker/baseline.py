@@ -1,0 +1,68 @@
+"""The compile baseline: torch.compile(Model), built and called once before anything is timed.
+
+Its first call is where Inductor compiles (tens of seconds on a GPU machine) or loads the graphs from its cache. Made
+inside the timed loop's warm-up, those seconds counted as the cost of a warm-up call and cut every side's samples to
+the minimum; made here, they are reported on their own (`timing.compile_warmup`). The same function serves a warm-up
+(`mode="warm"`), which only fills Inductor's cache for a later review.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kernelskill.review.results import CompileWarmup
+
+if TYPE_CHECKING:
+    from kernelskill.review.worker.stages import Worker
+
+CACHE_COUNTERS = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass")
+
+
+def _counters(torch) -> dict[str, int] | None:
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return None
+    return {name: int(counters["inductor"][name]) for name in CACHE_COUNTERS}
+
+
+def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:
+    """torch.compile of the review's reference model, called once on the warm-up inputs (under no_grad, as every
+    timed call is): (the compiled forward, what its first call took). Raises what the compile raises."""
+    torch = w.torch
+    compiled = torch.compile(w.ref_model)
+
+    def run(*args):
+        with torch.no_grad():
+            return compiled(*args)
+
+    before = _counters(torch)
+    start = time.perf_counter()
+    run(*w.copy_args(w.warm_inputs))
+    if w.device.type == "cuda":
+        torch.cuda.synchronize(w.device)
+    seconds = round(time.perf_counter() - start, 3)
+    after = _counters(torch)
+    counts = {name: after[name] - before[name] for name in CACHE_COUNTERS} if before and after else {}
+    return run, CompileWarmup(seconds=seconds, **counts)
+
+
+def warm(w: Worker) -> None:
+    """A warm-up: load the problem as a review does and compile its reference into Inductor's cache; nothing is
+    timed and no candidate runs."""
+    w.load()
+    w.log.stage("compile")
+    try:
+        _, info = compile_reference(w)
+    except Exception as exc:  # noqa: BLE001 - the problem's model and Inductor: the whole traceback in the log
+        import traceback
+
+        from kernelskill.review.worker.candidate import short_traceback
+
+        traceback.print_exc()
+        raise w.log.fail("runtime_error", "torch.compile(Model) failed: "
+                         + short_traceback(exc, str(w.problem.path)))
+    w.log.update(compile_warmup=info)
+    w.log.end_stage()

@@ -5,7 +5,8 @@ The loop (runner.py) asks its task's Evaluator three things, and records every a
     review(problem, candidate, settings, log_dir)  -> ReviewResult   compile, verify, time (review/reviewer.py)
     prebuild(problem, candidate, settings, log_dir) -> Prebuilt|None  build CUDA sources on CPU cores first
     warm_compile(problem, settings, log_dir)        -> Warmed|None    fill Inductor's cache with torch.compile(Model)
-                                                                      (bench --baseline compile, before any timing)
+                                                                      (asked by bench --baseline compile, not the
+                                                                      loop, before anything is timed)
     profile(problem, candidate_path, kb, keep)      -> Profiled       Nsight Compute + PyTorch profiler
                                                                       (memory/collect.py), for the decision policy
 

@@ -118,6 +118,22 @@ def table(run: Path, wall: float) -> dict:
     return {"levels": {k: dict(v) for k, v in rows.items()}, "wall_s": wall, "reviews": reviews}
 
 
+def with_kernels(corpus: Path, extra: list[str]) -> list[str]:
+    """The bench options with `--tasks` narrowed to the tasks the corpus has a kernel for (a task without one ends
+    with "no kernel" at once, but `--baseline compile` would still warm its torch.compile). Needs one `--level`."""
+    levels = [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == "--level"]
+    if len(levels) != 1 or "," in levels[0]:
+        raise SystemExit("--with-kernels needs exactly one level among the bench options (-- --level N)")
+    entries = json.loads((corpus / "corpus.json").read_text())["entries"]
+    wanted = {int(x) for i, a in enumerate(extra[:-1]) if a == "--tasks" for x in extra[i + 1].split(",")}
+    keep = [e["index"] for e in entries if str(e["level"]) == levels[0] and e.get("kernel")
+            and (not wanted or e["index"] in wanted)]
+    if not keep:
+        raise SystemExit(f"the corpus has no kernel for level {levels[0]}" + (" among --tasks" if wanted else ""))
+    rest = [a for i, a in enumerate(extra) if a != "--tasks" and (i == 0 or extra[i - 1] != "--tasks")]
+    return [*rest, "--tasks", ",".join(map(str, sorted(keep)))]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--corpus", required=True)
@@ -129,6 +145,8 @@ def main() -> None:
     p.add_argument("--budget", type=float, default=480)
     p.add_argument("--parallel", type=int, default=8)
     p.add_argument("--pack-every", type=float, default=60.0, help="seconds between packs while the bench runs")
+    p.add_argument("--with-kernels", action="store_true",
+                   help="only the tasks the corpus has a kernel for (needs one --level among the bench options)")
     p.add_argument("extra", nargs="*", help="more bench options after --, e.g. --level 1 --baseline compile")
     args = p.parse_args()
     run = Path(args.run)
@@ -136,7 +154,8 @@ def main() -> None:
         with tarfile.open(args.from_tar) as t:
             t.extractall(run.parent, filter="data")
         print(f"unpacked {args.from_tar} into {run.parent}", flush=True)
-    code, wall = bench(args, args.extra)
+    extra = with_kernels(Path(args.corpus), args.extra) if args.with_kernels else args.extra
+    code, wall = bench(args, extra)
     print(f"bench exited with {code} after {wall:.0f} s", flush=True)
     pack(run, Path(args.tar))
     if (run / "results.json").exists():

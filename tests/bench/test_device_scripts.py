@@ -58,3 +58,20 @@ def test_a_run_folder_packed_while_the_store_is_open_resumes_elsewhere(tmp_path)
     assert resumed.find_task(run_id, "1_task") is not None
     store.close()
     resumed.close()
+
+
+def test_with_kernels_narrows_a_level_to_the_tasks_the_corpus_has_a_kernel_for(tmp_path):
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("corpus_bench", REPO / "scripts" / "corpus_bench.py")
+    corpus_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus_bench)
+    entries = [{"level": "1", "index": 1, "kernel": "k1.py"}, {"level": "1", "index": 2, "kernel": None},
+               {"level": "1", "index": 3, "kernel": "k3.py"}, {"level": "2", "index": 1, "kernel": "k21.py"}]
+    (tmp_path / "corpus.json").write_text(json.dumps({"format": 1, "source": "test", "entries": entries}))
+    assert corpus_bench.with_kernels(tmp_path, ["--level", "1", "--baseline", "compile"]) == [
+        "--level", "1", "--baseline", "compile", "--tasks", "1,3"]
+    assert corpus_bench.with_kernels(tmp_path, ["--level", "1", "--tasks", "2,3"]) == ["--level", "1", "--tasks", "3"]
+    with pytest.raises(SystemExit, match="exactly one level"):
+        corpus_bench.with_kernels(tmp_path, ["--baseline", "compile"])

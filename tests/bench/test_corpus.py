@@ -130,3 +130,34 @@ def test_the_compile_baseline_is_warmed_for_every_task_before_anything_is_timed(
     for r in rows:
         assert r["timing"]["compile_warmup"]["fxgraph_cache_hit"] >= 1, r["timing"]["compile_warmup"]
         assert r["timing"]["compile_warmup"]["fxgraph_cache_miss"] == 0
+
+
+def test_published_figures_are_set_beside_ours_and_no_task_is_dropped(tmp_path):
+    """scripts/published_vs_ours.py: every corpus task is listed, with both figures and their ratio or with why one
+    is missing (no kernel published, our verdict, no --baseline compile)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("published_vs_ours",
+                                                  DATA.parents[1] / "scripts" / "published_vs_ours.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    corpus = {"source": "test", "entries": [
+        {"level": "1", "index": 1, "name": "1_a", "kernel": "k", "meta": {"score_default": 2.0,
+                                                                        "score_torch_compile_default": 1.5}},
+        {"level": "1", "index": 2, "name": "2_b", "kernel": "k", "meta": {"score_default": 3.0}},
+        {"level": "1", "index": 3, "name": "3_c", "kernel": None, "meta": {}},
+        {"level": "2", "index": 1, "name": "1_d", "kernel": "k", "meta": {"score_default": 1.2}},
+    ]}
+    results = {"tasks": [
+        {"level": "1", "index": 1, "success": True, "best_speedup": 1.0, "speedup_vs_compile": 1.5, "verdict": "correct"},
+        {"level": "1", "index": 2, "success": False, "best_speedup": None, "verdict": "mismatch"},
+        {"level": "1", "index": 3, "success": False, "verdict": "no_candidate"},
+    ]}
+    table = script.rows(results, corpus)
+    assert [r["task"] for r in table] == ["L1/1_a", "L1/2_b", "L1/3_c", "L2/1_d"]  # every corpus task, in order
+    assert table[0]["ratio_eager"] == 0.5 and table[0]["ratio_compile"] == 1.0
+    assert script.why_missing(table[1], "eager") == "ours: mismatch"
+    assert script.why_missing(table[2], "eager") == "no published figure"
+    assert script.why_missing(table[3], "eager") == "ours: not in the run"
+    text = script.render(table, "results.json", corpus)
+    assert "| 1 | 3 | 1 | 0.50 | 0.50 | 0% |" in text and "| L1/2_b | - | 3 |" in text

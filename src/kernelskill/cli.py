@@ -336,6 +336,9 @@ def bench(
 
     if resume and out is None:
         raise KernelSkillError("--resume needs --out RUN_DIR: the run folder of the run to continue")
+    if warm_jobs is not None and baseline != "compile":
+        raise KernelSkillError("--warm-jobs sets how many torch.compile warm-ups run at once for --baseline compile; "
+                               "add --baseline compile, or leave --warm-jobs out")
     if not model:
         message = no_model_message().replace("kernelskill optimize PROBLEM.py", "kernelskill bench --problems DIR")
         raise LLMError(message)

@@ -67,3 +67,10 @@ def test_optimize_and_bench_settings_out_of_range(tmp_path):
         assert proc.returncode == 2 and "Traceback" not in proc.stderr and needle in proc.stderr, proc.stderr
         assert "greater than" in proc.stderr
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_warm_jobs_without_the_compile_baseline_is_refused_not_ignored(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "kernelskill.cli", "bench", "--problems", str(DATA / "problems"),
+                           "--model", "corpus:nowhere", "--warm-jobs", "2", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300)
+    one_line_exit_2(proc, "--warm-jobs", "add --baseline compile")

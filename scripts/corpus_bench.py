@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -115,7 +116,33 @@ def table(run: Path, wall: float) -> dict:
     o = results["overall"]
     print(f"overall: success (kernelbench) {o.get('success_kernelbench')}, strict {o.get('success_strict')}, "
           f"mean speedup {o.get('speedup_mean')}, this chunk {wall:.0f} s, {reviews} reviews in the run")
-    return {"levels": {k: dict(v) for k, v in rows.items()}, "wall_s": wall, "reviews": reviews}
+    compiled = compile_baseline(run)
+    if compiled:
+        print(f"compile baseline: {compiled['tasks']} tasks timed beside torch.compile, median speedup vs compile "
+              f"{compiled['median_vs_compile']:.3g}x; torch.compile's first call in the reviews: median "
+              f"{compiled['median_first_call_s']:.1f} s, {compiled['graphs_loaded']} graphs loaded from the warmed "
+              f"cache, {compiled['graphs_compiled']} compiled")
+    return {"levels": {k: dict(v) for k, v in rows.items()}, "wall_s": wall, "reviews": reviews,
+            "compile_baseline": compiled}
+
+
+def compile_baseline(run: Path) -> dict | None:
+    """What --baseline compile gave: tasks with a speedup vs torch.compile, and what the compile's first call cost in
+    the reviews (`timing.compile_warmup`: did the warm-up's cache serve them?). None without a baseline."""
+    import sqlite3
+
+    tasks = json.loads((run / "results.json").read_text())["tasks"]
+    vs = [t["speedup_vs_compile"] for t in tasks if t.get("speedup_vs_compile")]
+    db = sqlite3.connect(f"file:{run / 'run.db'}?mode=ro", uri=True)
+    warm = [w for (text,) in db.execute("select result_json from reviews")
+            if (w := (json.loads(text).get("timing") or {}).get("compile_warmup"))]
+    db.close()
+    if not vs and not warm:
+        return None
+    return {"tasks": len(vs), "median_vs_compile": statistics.median(vs) if vs else float("nan"),
+            "median_first_call_s": statistics.median(w["seconds"] for w in warm) if warm else float("nan"),
+            "graphs_loaded": sum(w.get("fxgraph_cache_hit") or 0 for w in warm),
+            "graphs_compiled": sum(w.get("fxgraph_cache_miss") or 0 for w in warm)}
 
 
 def with_kernels(corpus: Path, extra: list[str]) -> list[str]:

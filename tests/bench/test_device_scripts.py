@@ -75,3 +75,31 @@ def test_with_kernels_narrows_a_level_to_the_tasks_the_corpus_has_a_kernel_for(t
     assert corpus_bench.with_kernels(tmp_path, ["--level", "1", "--tasks", "2,3"]) == ["--level", "1", "--tasks", "3"]
     with pytest.raises(SystemExit, match="exactly one level"):
         corpus_bench.with_kernels(tmp_path, ["--baseline", "compile"])
+
+
+def test_a_chunk_says_what_the_compile_baseline_gave_and_what_the_warmed_cache_saved(tmp_path):
+    import importlib.util
+    import json
+    import sqlite3
+
+    spec = importlib.util.spec_from_file_location("corpus_bench", REPO / "scripts" / "corpus_bench.py")
+    corpus_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus_bench)
+    (tmp_path / "results.json").write_text(json.dumps({"tasks": [{"speedup_vs_compile": 2.0},
+                                                                 {"speedup_vs_compile": None}]}))
+    db = sqlite3.connect(tmp_path / "run.db")
+    db.execute("create table reviews (result_json text)")
+    for warm in ({"seconds": 3.0, "fxgraph_cache_hit": 2, "fxgraph_cache_miss": 0},
+                 {"seconds": 40.0, "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 1}, None):
+        db.execute("insert into reviews values (?)", (json.dumps({"timing": {"compile_warmup": warm}}),))
+    db.commit()
+    db.close()
+    assert corpus_bench.compile_baseline(tmp_path) == {"tasks": 1, "median_vs_compile": 2.0,
+                                                       "median_first_call_s": 21.5, "graphs_loaded": 2,
+                                                       "graphs_compiled": 1}
+    (tmp_path / "results.json").write_text(json.dumps({"tasks": [{"speedup_vs_compile": None}]}))
+    db = sqlite3.connect(tmp_path / "run.db")
+    db.execute("delete from reviews")
+    db.commit()
+    db.close()
+    assert corpus_bench.compile_baseline(tmp_path) is None  # no baseline asked: nothing printed

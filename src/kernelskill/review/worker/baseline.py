@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 CACHE_COUNTERS = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass")
 
 
-def _counters(torch) -> dict[str, int] | None:
+def _counters() -> dict[str, int] | None:
     try:
         from torch._dynamo.utils import counters
     except ImportError:
@@ -38,13 +38,13 @@ def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:
         with torch.no_grad():
             return compiled(*args)
 
-    before = _counters(torch)
+    before = _counters()
     start = time.perf_counter()
     run(*w.copy_args(w.warm_inputs))
     if w.device.type == "cuda":
         torch.cuda.synchronize(w.device)
     seconds = round(time.perf_counter() - start, 3)
-    after = _counters(torch)
+    after = _counters()
     counts = {name: after[name] - before[name] for name in CACHE_COUNTERS} if before and after else {}
     return run, CompileWarmup(seconds=seconds, **counts)
 

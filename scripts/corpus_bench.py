@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
 
 
 def bench(args, extra: list[str]) -> tuple[int, float]:
@@ -151,10 +152,11 @@ def with_kernels(corpus: Path, extra: list[str]) -> list[str]:
     levels = [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == "--level"]
     if len(levels) != 1 or "," in levels[0]:
         raise SystemExit("--with-kernels needs exactly one level among the bench options (-- --level N)")
-    entries = json.loads((corpus / "corpus.json").read_text())["entries"]
+    from kernelskill.llm.corpus import read_index
+
     wanted = {int(x) for i, a in enumerate(extra[:-1]) if a == "--tasks" for x in extra[i + 1].split(",")}
-    keep = [e["index"] for e in entries if str(e["level"]) == levels[0] and e.get("kernel")
-            and (not wanted or e["index"] in wanted)]
+    keep = [e.index for e in read_index(corpus).entries if e.level == levels[0] and e.kernel
+            and e.index is not None and (not wanted or e.index in wanted)]
     if not keep:
         raise SystemExit(f"the corpus has no kernel for level {levels[0]}" + (" among --tasks" if wanted else ""))
     rest = [a for i, a in enumerate(extra) if a != "--tasks" and (i == 0 or extra[i - 1] != "--tasks")]

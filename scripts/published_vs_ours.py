@@ -17,23 +17,28 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from kernelskill.llm.corpus import CorpusIndex, read_index  # noqa: E402
 
 PAIRS = (("eager", "best_speedup", "score_default"), ("compile", "speedup_vs_compile", "score_torch_compile_default"))
 
 
-def rows(results: dict, corpus: dict) -> list[dict]:
+def rows(results: dict, corpus: CorpusIndex) -> list[dict]:
     """One row per corpus task, joined to our task of the same level and index (None where we have none)."""
     ours = {(str(t["level"]), t["index"]): t for t in results["tasks"]}
     out = []
-    for e in sorted(corpus["entries"], key=lambda e: (str(e["level"]), e["index"] or 0)):
-        t = ours.get((str(e["level"]), e["index"]))
-        row = {"task": f"L{e['level']}/{e['name']}", "level": str(e["level"]), "published_kernel": bool(e.get("kernel")),
+    for e in sorted(corpus.entries, key=lambda e: (e.level, e.index or 0)):
+        t = ours.get((e.level, e.index))
+        row = {"task": f"L{e.level}/{e.name}", "level": e.level, "published_kernel": bool(e.kernel),
                "verdict": (t or {}).get("verdict") or ((t or {}).get("status") if t else "not in the run"),
                "correct": bool(t and (t.get("success_kernelbench") or t.get("success")))}
         for label, our_key, their_key in PAIRS:
             mine = t.get(our_key) if t and row["correct"] else None
-            theirs = (e.get("meta") or {}).get(their_key)
+            theirs = e.meta.get(their_key)
             row[f"ours_{label}"], row[f"published_{label}"] = mine, theirs
             row[f"ratio_{label}"] = mine / theirs if mine and theirs else None
         out.append(row)
@@ -64,9 +69,9 @@ def summary(table: list[dict], label: str) -> list[str]:
     return lines
 
 
-def render(table: list[dict], results_path: str, corpus: dict) -> str:
+def render(table: list[dict], results_path: str, corpus: CorpusIndex) -> str:
     fmt = lambda x: f"{x:.3g}" if x else "-"  # noqa: E731
-    out = [f"# Published speedups beside ours: {corpus.get('source', '?')}", "",
+    out = [f"# Published speedups beside ours: {corpus.source}", "",
            f"From `{results_path}` and the corpus's own figures (`scripts/published_vs_ours.py`). Ratio = ours / "
            "published; a ratio of 1 means the published figure carried over to this GPU and harness.", ""]
     for label, _, their_key in PAIRS:
@@ -89,7 +94,7 @@ def main() -> None:
     p.add_argument("--corpus", required=True, type=Path)
     p.add_argument("--out", type=Path, help="write the table here (markdown); default: print it")
     args = p.parse_args()
-    corpus = json.loads((args.corpus / "corpus.json").read_text())
+    corpus = read_index(args.corpus)
     table = rows(json.loads(args.results.read_text()), corpus)
     text = render(table, str(args.results), corpus)
     if args.out:

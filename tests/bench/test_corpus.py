@@ -137,17 +137,19 @@ def test_published_figures_are_set_beside_ours_and_no_task_is_dropped(tmp_path):
     is missing (no kernel published, our verdict, no --baseline compile)."""
     import importlib.util
 
+    from kernelskill.llm.corpus import CorpusIndex
+
     spec = importlib.util.spec_from_file_location("published_vs_ours",
                                                   DATA.parents[1] / "scripts" / "published_vs_ours.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    corpus = {"source": "test", "entries": [
+    corpus = CorpusIndex.model_validate({"source": "test", "entries": [
         {"level": "1", "index": 1, "name": "1_a", "kernel": "k", "meta": {"score_default": 2.0,
                                                                         "score_torch_compile_default": 1.5}},
         {"level": "1", "index": 2, "name": "2_b", "kernel": "k", "meta": {"score_default": 3.0}},
         {"level": "1", "index": 3, "name": "3_c", "kernel": None, "meta": {}},
         {"level": "2", "index": 1, "name": "1_d", "kernel": "k", "meta": {"score_default": 1.2}},
-    ]}
+    ]})
     results = {"tasks": [
         {"level": "1", "index": 1, "success": True, "best_speedup": 1.0, "speedup_vs_compile": 1.5, "verdict": "correct"},
         {"level": "1", "index": 2, "success": False, "best_speedup": None, "verdict": "mismatch"},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -10,6 +12,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted((REPO / "scripts" / "device").glob("*.sh"))
+spec = importlib.util.spec_from_file_location("corpus_bench", REPO / "scripts" / "corpus_bench.py")
+corpus_bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(corpus_bench)
 
 
 def test_there_are_device_scripts():
@@ -33,14 +38,10 @@ def test_a_run_folder_packed_while_the_store_is_open_resumes_elsewhere(tmp_path)
     """scripts/corpus_bench.py packs the run folder every minute while the bench writes, so a GPU call cut short
     still brings its finished tasks back: the pack holds SQLite's own copy of the store (not its live write-ahead
     log) and appears whole or not at all."""
-    import importlib.util
     import tarfile
 
     from kernelskill.store import RunStore
 
-    spec = importlib.util.spec_from_file_location("corpus_bench", REPO / "scripts" / "corpus_bench.py")
-    corpus_bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(corpus_bench)
 
     run = tmp_path / "run"
     store = RunStore.create(run)
@@ -61,14 +62,10 @@ def test_a_run_folder_packed_while_the_store_is_open_resumes_elsewhere(tmp_path)
 
 
 def test_with_kernels_narrows_a_level_to_the_tasks_the_corpus_has_a_kernel_for(tmp_path):
-    import importlib.util
-    import json
-
-    spec = importlib.util.spec_from_file_location("corpus_bench", REPO / "scripts" / "corpus_bench.py")
-    corpus_bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(corpus_bench)
-    entries = [{"level": "1", "index": 1, "kernel": "k1.py"}, {"level": "1", "index": 2, "kernel": None},
-               {"level": "1", "index": 3, "kernel": "k3.py"}, {"level": "2", "index": 1, "kernel": "k21.py"}]
+    entries = [{"level": "1", "index": 1, "name": "1_a", "kernel": "k1.py"},
+               {"level": "1", "index": 2, "name": "2_b", "kernel": None},
+               {"level": "1", "index": 3, "name": "3_c", "kernel": "k3.py"},
+               {"level": "2", "index": 1, "name": "1_d", "kernel": "k21.py"}]
     (tmp_path / "corpus.json").write_text(json.dumps({"format": 1, "source": "test", "entries": entries}))
     assert corpus_bench.with_kernels(tmp_path, ["--level", "1", "--baseline", "compile"]) == [
         "--level", "1", "--baseline", "compile", "--tasks", "1,3"]
@@ -78,13 +75,8 @@ def test_with_kernels_narrows_a_level_to_the_tasks_the_corpus_has_a_kernel_for(t
 
 
 def test_a_chunk_says_what_the_compile_baseline_gave_and_what_the_warmed_cache_saved(tmp_path):
-    import importlib.util
-    import json
     import sqlite3
 
-    spec = importlib.util.spec_from_file_location("corpus_bench", REPO / "scripts" / "corpus_bench.py")
-    corpus_bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(corpus_bench)
     (tmp_path / "results.json").write_text(json.dumps({"tasks": [{"speedup_vs_compile": 2.0},
                                                                  {"speedup_vs_compile": None}]}))
     db = sqlite3.connect(tmp_path / "run.db")

@@ -18,6 +18,7 @@ def pool():
 
     POOL.close()  # start from no idle worker
     yield POOL
+    POOL.spares = 0
     POOL.close()
 
 
@@ -60,3 +61,34 @@ def test_a_candidate_that_changed_torch_does_not_leave_it_changed_for_the_next(t
 def test_reuse_can_be_turned_off(tmp_path, pool):
     run_review(P01, OK, tmp_path / "a", reuse_worker=False)
     assert pool.idle_pids() == []
+
+
+def test_a_spare_worker_takes_the_next_review_without_its_start_up(tmp_path, pool):
+    """With spares on (an evaluator on a GPU sets them), a review that needs a fresh worker finds one already
+    started: the start-up ran beside the review before, not inside this one. Fails without the spares."""
+    import time
+
+    pool.spares = 1
+    crashed = run_review(P01, "candidates/broken/crash.py", tmp_path / "a")  # its worker is retired
+    assert crashed.error_kind == "crash" and crashed.stage_seconds["start"] > 0
+    (spare,) = pool.spare_pids()
+    assert pool.idle_pids() == []
+    time.sleep(5)  # the spare finishes starting meanwhile, as it would beside a review holding the GPU
+    ok = run_review(P01, OK, tmp_path / "b")
+    assert ok.correct, ok.error
+    assert ok.stage_seconds["start"] < 1.0 < crashed.stage_seconds["start"]  # only the wait for its ready message
+    assert pool.idle_pids() == [spare]  # the spare served it and, clean, stays warm
+    assert len(pool.spare_pids()) == 1 and spare not in pool.spare_pids()  # and another spare is starting
+
+
+def test_spares_are_for_reviewing_again(tmp_path, pool):
+    """A plain review keeps no spare; an evaluator on a GPU turns spares on and its close takes them away."""
+    from kernelskill.loop.evaluator import SPARES_PER_GPU, LocalEvaluator
+
+    run_review(P01, OK, tmp_path / "a")
+    assert pool.spare_pids() == []
+    evaluator = LocalEvaluator("cuda")
+    assert pool.spares == SPARES_PER_GPU
+    evaluator.close()
+    assert pool.spares == 0 and pool.spare_pids() == []
+    assert LocalEvaluator("cpu") and pool.spares == 0

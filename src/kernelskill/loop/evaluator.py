@@ -165,6 +165,12 @@ def pooled_evaluator(requested_device: str, backend: str, gpus: list[str] | None
 # ---- this machine ------------------------------------------------------------------------------------------------
 
 
+# Spare review workers kept starting per GPU. On the H200 host, busy with builds, a worker started in a median 9.2 s
+# (Python, torch, the CUDA context, the sandbox) and a review with the compile baseline then held the GPU 6.2 s: one
+# spare would not be up in time, two are (docs/h200/kernelbench/compile).
+SPARES_PER_GPU = 2
+
+
 class _Devices:
     """One evaluation per device at a time: an evaluation takes a device and gives it back when it ends."""
 
@@ -200,6 +206,12 @@ class _ThisMachine:
         self._prebuild = prebuilder or (prebuild if reviewer is None else None)
         self._warm = warm_compile if reviewer is None else None
         self._profiler = profiler
+        if reviewer is None and device == "cuda":
+            # reviews wait in line for each GPU: a review that needs a fresh worker takes a spare already started
+            # beside the one in flight, instead of holding the GPU through the start-up (review/sandbox.py)
+            from kernelskill.review.sandbox import POOL
+
+            POOL.spares = SPARES_PER_GPU
 
     def review(self, problem: Path, candidate: Candidate, settings: ReviewSettings, log_dir: Path) -> ReviewResult:
         if self.device == "cuda":  # the speed of light's problem count, on a CPU core before the GPU is taken
@@ -254,7 +266,10 @@ class _ThisMachine:
         return {"gpus": self._devices.gpus or None}
 
     def close(self) -> None:
-        pass
+        from kernelskill.review.sandbox import POOL
+
+        POOL.spares = 0
+        POOL.close()
 
 
 class LocalEvaluator(_ThisMachine):

@@ -93,18 +93,21 @@ def optimize(
     start = time.monotonic()
     problem = read_problem(request.problem)  # a malformed problem fails here, before any model is asked
     check_problem(problem)  # ... and one whose Model or get_inputs() raises, before any run folder is made
-    evaluator = evaluator or local_evaluator(request.review.device, request.backend)
-    check_backend(evaluator.device, request.backend)
-    review_settings = request.review.model_copy(update={"device": evaluator.device, "backend": request.backend})
-
     if request.resume and request.out is None:
         raise KernelSkillError("--resume needs --out DIR: the run folder of the run to continue")
-    run_dir = request.out or default_run_dir(problem.path)
-    # one writer per run folder: a second `--resume` of the same folder would redo the same rounds
-    with hold_run_folder(run_dir, create=not request.resume, command="optimize"):
-        store = RunStore.open(run_dir) if request.resume else RunStore.create(run_dir)
-        with store:
-            return _optimize_in(store, request, problem, evaluator, review_settings, client, on_event, start)
+    given, evaluator = evaluator, evaluator or local_evaluator(request.review.device, request.backend)
+    try:
+        check_backend(evaluator.device, request.backend)
+        review_settings = request.review.model_copy(update={"device": evaluator.device, "backend": request.backend})
+        run_dir = request.out or default_run_dir(problem.path)
+        # one writer per run folder: a second `--resume` of the same folder would redo the same rounds
+        with hold_run_folder(run_dir, create=not request.resume, command="optimize"):
+            store = RunStore.open(run_dir) if request.resume else RunStore.create(run_dir)
+            with store:
+                return _optimize_in(store, request, problem, evaluator, review_settings, client, on_event, start)
+    finally:
+        if given is None:  # ours: its spare workers go with it
+            evaluator.close()
 
 
 def _optimize_in(store: RunStore, request: OptimizeRequest, problem: Problem, evaluator: Evaluator,

@@ -2,7 +2,9 @@
 `confine` (allowlisted environment, no network, Landlock, not root).
 
 A worker (`kernelskill.review.worker`) is started once and then serves one review after another, so a review pays
-for Python, torch and CUDA start-up only when it gets a fresh worker. Requests go to it as JSON lines on stdin; it
+for Python, torch and CUDA start-up only when it gets a fresh worker. A caller that will review again (an evaluator
+on a GPU) also keeps spare workers starting (`WorkerPool.spares`): a review that needs a fresh worker then finds one
+already up, instead of holding its GPU through seconds of start-up. Requests go to it as JSON lines on stdin; it
 reports stage announcements and results as JSON lines on a pipe of its own (both typed in `wire`). Its stdout and stderr (the candidate's
 prints, compiler output, tracebacks) go to each review's own log file, which is kept.
 
@@ -42,6 +44,7 @@ from kernelskill.review.confine import SECRET_NAME  # noqa: F401  (names that ne
 REUSABLE_AFTER = {None, "mismatch", "compile_error", "runtime_error", "bad_candidate"}
 MAX_REVIEWS_PER_WORKER = 100  # a fresh process now and then bounds whatever slowly leaks
 MAX_IDLE_WORKERS = 4  # idle workers kept across all environments (each holds a CUDA context on its GPU)
+IDLE_SECONDS = 120  # an idle worker or spare of another environment unused this long is stopped (its phase is over)
 
 
 def clean_environment(extra: dict[str, str] | None = None, interpret: bool = False, sandbox=None) -> dict[str, str]:
@@ -67,14 +70,18 @@ class WorkerOutcome:
     returncode: int | None = None  # set when the worker is gone
     stage_seconds: dict[str, float] = field(default_factory=dict)
     sandbox: dict[str, dict] = field(default_factory=dict)  # layer -> its state in the worker (confine.apply)
+    reused: bool = False  # served by a worker that had served before
 
 
 class WorkerProcess:
     """One worker process: its pipes and the reviews it has served."""
 
-    def __init__(self, env: dict[str, str], device: str, log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], device: str, log_path: Path | None) -> None:
+        """`log_path` None: a spare, started before any review asks for it; what it prints starting up is kept in
+        its scratch folder and added to its first review's log."""
         self.device = device
         self.env, self.scratch = confine.scratch_environment(env)
+        self.startup_log = None if log_path else Path(self.scratch) / "start-up.log"
         confine.protect_harness(env)
         self.read_fd, write_fd = os.pipe()
         self.fds, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)  # log files, as descriptors
@@ -82,7 +89,7 @@ class WorkerProcess:
         self.served = 0
         self.sandbox: dict[str, dict] = {}
         try:
-            with open(log_path, "ab") as log:  # start-up output goes to the first review's log
+            with open(log_path or self.startup_log, "ab") as log:  # start-up output: for the first review's log
                 self.proc = _spawn(
                     [sys.executable, "-m", "kernelskill.review.worker", str(write_fd), str(os.getpid()), device,
                      str(theirs.fileno())],
@@ -96,7 +103,7 @@ class WorkerProcess:
         finally:
             os.close(write_fd)
             theirs.close()
-        self.started = time.monotonic()
+        self.started = self.last_used = time.monotonic()
 
     @property
     def pid(self) -> int:
@@ -137,8 +144,10 @@ class WorkerProcess:
     def serve(self, request: ReviewRequest, timeouts: dict[str, float]) -> WorkerOutcome:
         """Send one review and collect its messages until the worker says it is done, dies, or runs out of time."""
         outcome = WorkerOutcome()
-        # a fresh worker's start-up counts against the load stage's limit
-        stage_started = self.started if self.served == 0 else time.monotonic()
+        # a worker started for this review: its start-up is the review's, and counts against the load stage's limit;
+        # a spare's start-up before the review asked for it is not
+        began = self.started if self.served == 0 and self.startup_log is None else time.monotonic()
+        stage_started = began
         self.served += 1
         limit = timeouts["load"]
         outcome.sandbox = self.sandbox
@@ -161,7 +170,7 @@ class WorkerProcess:
             for line in lines:
                 message = decode(line)
                 if isinstance(message, ReadyMessage):
-                    outcome.stage_seconds["start"] = round(time.monotonic() - self.started, 3)
+                    outcome.stage_seconds["start"] = round(time.monotonic() - began, 3)
                     self.sandbox = outcome.sandbox = message.sandbox
                 elif isinstance(message, StageMessage):
                     outcome.stage = message.stage
@@ -174,28 +183,59 @@ class WorkerProcess:
                     outcome.verdict = message
                 elif isinstance(message, DoneMessage):
                     outcome.done, outcome.finished = message, True
+        if self.served == 1 and self.startup_log is not None and request.log_path:
+            self._hand_over_startup_log(Path(request.log_path))
         return outcome
+
+    def _hand_over_startup_log(self, log_path: Path) -> None:
+        """A spare's start-up output (a warning, or the traceback of a start that failed) into its first review's
+        log, after what the review wrote."""
+        try:
+            text = self.startup_log.read_bytes()
+        except OSError:
+            return
+        if text:
+            with open(log_path, "ab") as log:
+                log.write(b"[kernelskill] this worker was started as a spare; its start-up output:\n" + text)
 
 
 class WorkerPool:
-    """Idle workers by environment (the GPU they see, the interpreter switch): a review takes one or starts one."""
+    """Idle workers by environment (the GPU they see, the interpreter switch): a review takes one or starts one.
+
+    With `spares` above 0, each review (with reuse on) also tops up that many spare workers for its environment:
+    started, never used, taken when no warm worker is idle. Start-up then runs beside the review in flight instead of
+    inside the next one, which matters when reviews wait in line for one GPU and most of them retire their worker
+    (every `--baseline compile` review does, for torch.compile's changes to the process). A spare's CUDA context is made while another review may be timing on the
+    same GPU: one context's creation, seconds before that review's samples end, which the timing's spread reports
+    like any other disturbance."""
 
     def __init__(self) -> None:
         self._idle: list[tuple[tuple, WorkerProcess]] = []  # oldest first
+        self._spare: dict[tuple, list[WorkerProcess]] = {}  # started ahead, oldest first
+        self.spares = 0  # spare workers kept per environment (set by an evaluator that will review again)
         self._lock = threading.Lock()
 
     def run(self, request: ReviewRequest, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
             reuse: bool = True) -> WorkerOutcome:
-        key = (request.device, tuple(sorted(env.items())))
+        # a compile warm-up's worker serves only warm-ups: it keeps torch.compile's changes (worker/session.py)
+        key = (request.device, request.mode == "warm", tuple(sorted(env.items())))
+        self._expire(key)
         log_path.write_bytes(b"")  # this review's log, fresh
         worker = self._take(key) if reuse else None
         if worker is None:
             worker = WorkerProcess(env, request.device, log_path)
+        if reuse:
+            self._top_up(key, env, request.device)
         outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts)
         done, verdict = outcome.done, outcome.verdict
+        outcome.reused = worker.served > 1
         keep = (reuse and outcome.finished and done is not None and done.reusable and worker.alive()
-                and (verdict.kind if verdict else None) in REUSABLE_AFTER and worker.served < MAX_REVIEWS_PER_WORKER)
+                and (verdict.kind if verdict else None) in REUSABLE_AFTER and worker.served < MAX_REVIEWS_PER_WORKER
+                # a warm-up worker only after a compile that worked: one whose compile pool broke (seen on the
+                # H200: "Could not find an active GPU backend" in Inductor's subprocess) would fail every later one
+                and (request.mode != "warm" or verdict is None))
         if keep:
+            worker.last_used = time.monotonic()
             self._put(key, worker)
         else:
             outcome.returncode = worker.kill()
@@ -205,6 +245,7 @@ class WorkerPool:
         return outcome
 
     def _take(self, key: tuple) -> WorkerProcess | None:
+        """A warm idle worker of this environment, else its oldest spare; None: start one."""
         with self._lock:
             for i, (k, w) in enumerate(self._idle):
                 if k == key:
@@ -213,7 +254,40 @@ class WorkerPool:
                         return w
                     w.kill()
                     return None
+            spares = self._spare.get(key, [])
+            while spares:
+                w = spares.pop(0)
+                if w.alive():
+                    return w
+                w.kill()  # a spare that died (a spare whose start-up failed lives, and tells its first review why)
         return None
+
+    def _expire(self, current: tuple) -> None:
+        """Stop the idle workers and spares of other environments that waited IDLE_SECONDS: the phase that used
+        them (the compile warm-up before a bench's reviews) is over, and each holds memory and a CUDA context.
+        Those of `current`, the environment asked for now, stay however long they waited (an LLM's turn)."""
+        now = time.monotonic()
+        with self._lock:
+            stale = [w for k, w in self._idle if k != current and now - w.last_used > IDLE_SECONDS]
+            self._idle = [(k, w) for k, w in self._idle if w not in stale]
+            for key, workers in list(self._spare.items()):
+                if key != current:
+                    stale += [w for w in workers if now - w.last_used > IDLE_SECONDS]
+                    self._spare[key] = [w for w in workers if w not in stale]
+        for w in stale:
+            w.kill()
+
+    def _top_up(self, key: tuple, env: dict[str, str], device: str) -> None:
+        # under the lock, so reviews of one environment running at once (warm-ups) start no more than `spares`;
+        # a start is a fork and an exec, the worker's own start-up runs after the lock is released
+        with self._lock:
+            spares = self._spare.setdefault(key, [])
+            while len(spares) < self.spares:
+                spares.append(WorkerProcess(env, device, None))
+
+    def spare_pids(self) -> list[int]:
+        with self._lock:
+            return [w.pid for workers in self._spare.values() for w in workers]
 
     def _put(self, key: tuple, worker: WorkerProcess) -> None:
         with self._lock:
@@ -230,7 +304,8 @@ class WorkerPool:
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
-        for _, w in idle:
+            spare, self._spare = [w for workers in self._spare.values() for w in workers], {}
+        for w in [*(w for _, w in idle), *spare]:
             w.kill()
 
 

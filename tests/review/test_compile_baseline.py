@@ -61,3 +61,70 @@ def test_a_compile_that_fails_costs_the_baseline_not_the_candidate(tmp_path, fre
 
     warmed = warm_compile(DATA / problem, fast_settings(reuse_worker=False), tmp_path / "warm")
     assert warmed.warmup is None and "torch.compile(Model) failed" in warmed.error
+
+
+def test_one_worker_warms_problem_after_problem_and_never_serves_a_review(tmp_path, fresh_inductor_cache):
+    """torch.compile leaves changes a review's worker is retired for (Dynamo's nn.Module wrappers, Inductor's
+    threads); a warm-up runs no candidate, so its worker keeps them and warms the next problem, without a start-up
+    each time. It is kept apart: a review never runs in it."""
+    from kernelskill.review.reviewer import warm_compile
+    from kernelskill.review.sandbox import POOL
+
+    POOL.close()
+    try:
+        first = warm_compile(DATA / P01, fast_settings(), tmp_path / "w1")
+        assert first.error is None, first.error
+        (warm,) = POOL.idle_pids()
+        second = warm_compile(DATA / "problems/p02_row_softmax.py", fast_settings(), tmp_path / "w2")
+        assert second.error is None and second.warmup.fxgraph_cache_miss >= 1, second.error
+        assert POOL.idle_pids() == [warm]  # the same process warmed both
+        assert "retired" not in (tmp_path / "w2" / "warm.log").read_text()
+        review = run_review(P01, TRITON, tmp_path / "r", baseline="compile")
+        assert review.correct and review.stage_seconds["start"] > 0  # a worker of its own
+        assert review.timing.compile_warmup.fxgraph_cache_hit >= 1  # from the warm-up's cache
+        assert warm in POOL.idle_pids()  # untouched by the review
+    finally:
+        POOL.close()
+
+
+def test_a_warm_up_that_fails_in_a_used_worker_is_made_again_in_a_fresh_one(tmp_path, fresh_inductor_cache):
+    """On the H200 a warm-up worker's Inductor compile pool broke ("Could not find an active GPU backend" in its
+    subprocess) and, kept, failed every warm-up after it. A failed warm-up retires its worker and is made once more
+    in a fresh one; here the problem itself cannot compile, so the fresh try fails too and says why."""
+    from kernelskill.review.reviewer import warm_compile
+    from kernelskill.review.sandbox import POOL
+
+    POOL.close()
+    try:
+        assert warm_compile(DATA / P01, fast_settings(), tmp_path / "w1").error is None
+        (used,) = POOL.idle_pids()
+        failed = warm_compile(DATA / "problems/special/c01_inductor_cannot_build.py", fast_settings(), tmp_path / "w2")
+        assert failed.retried and "torch.compile(Model) failed" in failed.error, failed
+        assert (tmp_path / "w2" / "warm-reused-worker.log").is_file() and (tmp_path / "w2" / "warm.log").is_file()
+        assert POOL.idle_pids() == []  # neither the used worker nor the fresh one is kept after a failure
+        assert used not in POOL.idle_pids()
+    finally:
+        POOL.close()
+
+
+def test_a_compile_error_is_one_line_with_its_root_cause():
+    """Inductor wraps a compile subprocess's error and Dynamo appends advice on logging: the line a user (and the
+    bench's warm-up line) sees names the root cause. The text is the H200's, from a warm-up log."""
+    from kernelskill.review.worker.baseline import compile_error
+
+    class InductorError(Exception):
+        pass
+
+    exc = InductorError(
+        "SubprocException: An exception occurred in a subprocess:\n\n"
+        "Name=triton_per_fused__softmax_addmm_exp_mean_native_dropout_prepare_softmax_online_sub_0\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/torch/.venv/lib/python3.12/site-packages/torch/_inductor/runtime/triton_helpers.py", '
+        "line 52, in set_driver_to_gpu\n"
+        '    raise RuntimeError("Could not find an active GPU backend")\n'
+        "RuntimeError: Could not find an active GPU backend\n\n\n"
+        "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a "
+        'bug to PyTorch). For even more developer context, set TORCH_LOGS="+dynamo"\n')
+    assert compile_error(exc) == ("InductorError: SubprocException: An exception occurred in a subprocess: ... "
+                                  "RuntimeError: Could not find an active GPU backend")
+    assert compile_error(ValueError("bad shape\n\nSet TORCHDYNAMO_VERBOSE=1 for more")) == "ValueError: bad shape"

@@ -269,6 +269,8 @@ class _Bench:
     def _warmed(self, t: BenchTask, w) -> None:
         text = (f"torch.compile warm-up failed: {w.error.strip().splitlines()[-1][:300] if w.error else '?'}"
                 if w.warmup is None else f"compiled in {w.warmup.seconds:.1f} s ({w.warmup.cache_words()})")
+        if w.retried:
+            text += " (made again in a fresh worker after failing in a used one)"
         self.on_event(BenchEvent(kind="warm", task=t.name, text=text))
 
     # ---- one task ------------------------------------------------------------------------------------------------

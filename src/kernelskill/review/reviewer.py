@@ -198,6 +198,7 @@ class Warmed:
     seconds: float  # wall seconds of the warm-up, worker start included
     warmup: CompileWarmup | None = None
     error: str | None = None
+    retried: bool = False  # it failed in a worker that had warmed before, and was made again in a fresh one
 
 
 def warm_compile(problem: Problem | str | Path, settings: ReviewSettings | None = None, log_dir: Path | None = None,
@@ -216,17 +217,23 @@ def warm_compile(problem: Problem | str | Path, settings: ReviewSettings | None 
     nothing = Candidate(source="", backend="none")
     request = _request(problem, nothing, settings, device, "none", mode="warm")
     start = time.perf_counter()
-    outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
-                         clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox),
-                         reuse=settings.reuse_worker)
+    worker_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox)
+    outcome = run_worker(request, settings.timeouts.model_dump(), log_path, worker_env, reuse=settings.reuse_worker)
+    retried = outcome.results.compile_warmup is None and outcome.reused
+    if retried:  # a process that warmed before can be what failed (its compile pool): once more in a fresh one
+        failed = log_path.with_name("warm-reused-worker.log")
+        os.replace(log_path, failed)
+        outcome = run_worker(request, settings.timeouts.model_dump(), log_path, worker_env, reuse=False)
     seconds = round(time.perf_counter() - start, 3)
     if outcome.results.compile_warmup is not None:
-        return Warmed(seconds, outcome.results.compile_warmup)
+        return Warmed(seconds, outcome.results.compile_warmup, retried=retried)
     if outcome.verdict is not None:
-        return Warmed(seconds, error=outcome.verdict.error)
-    if outcome.timed_out:
-        return Warmed(seconds, error=f"timed out in stage {outcome.stage} (see {log_path})")
-    return Warmed(seconds, error=f"the worker ended without a result (see {log_path})")
+        error = outcome.verdict.error
+    elif outcome.timed_out:
+        error = f"timed out in stage {outcome.stage} (see {log_path})"
+    else:
+        error = f"the worker ended without a result (see {log_path})"
+    return Warmed(seconds, error=error, retried=retried)
 
 
 def prepare_builds() -> threading.Thread:

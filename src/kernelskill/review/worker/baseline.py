@@ -8,6 +8,7 @@ the minimum; made here, they are reported on their own (`timing.compile_warmup`)
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -26,6 +27,19 @@ def _counters() -> dict[str, int] | None:
     except ImportError:
         return None
     return {name: int(counters["inductor"][name]) for name in CACHE_COUNTERS}
+
+
+def compile_error(exc: BaseException) -> str:
+    """An Inductor failure in one line: what failed and, where Inductor wraps another error (a compile
+    subprocess's), the error at the root, without Dynamo's advice on logging. The whole traceback is in the log."""
+    lines = [line.strip() for line in f"{type(exc).__name__}: {exc}".splitlines()]
+    lines = [line for line in lines if line and not line.startswith(ADVICE)]
+    root = [line for line in lines[1:] if re.match(r"[\w.]+(Error|Exception): ", line)]
+    text = lines[0] + (f" ... {root[-1]}" if root and root[-1] != lines[0] else "")
+    return text[:400]
+
+
+ADVICE = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context", "Traceback (most recent call last)", "File ")
 
 
 def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:
@@ -59,10 +73,10 @@ def warm(w: Worker) -> None:
     except Exception as exc:  # noqa: BLE001 - the problem's model and Inductor: the whole traceback in the log
         import traceback
 
-        from kernelskill.review.worker.candidate import short_traceback
-
         traceback.print_exc()
-        raise w.log.fail("runtime_error", "torch.compile(Model) failed: "
-                         + short_traceback(exc, str(w.problem.path)))
+        raise w.log.fail("runtime_error", f"torch.compile(Model) failed: {compile_error(exc)}")
     w.log.update(compile_warmup=info)
     w.log.end_stage()
+    import torch._dynamo
+
+    torch._dynamo.reset()  # the graph is in Inductor's cache; this process warms the next problem from scratch

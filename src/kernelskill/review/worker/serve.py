@@ -89,6 +89,8 @@ def serve(channel: Channel, session: Session, request: ReviewRequest, fds=None, 
     try:
         del worker
         session.clean_up()
+        if request.mode == "warm" and kind is None:
+            session.accept_state()
         unfit += session.fit()
     except BaseException as exc:  # noqa: BLE001 - a process that cannot clean up is not used again
         unfit.append(f"clean-up failed: {type(exc).__name__}: {exc}")

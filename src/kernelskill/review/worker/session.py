@@ -117,6 +117,16 @@ class Session:
             problems.append(f"global PyTorch settings could not be restored: {', '.join(self.unrestored)}")
         return problems
 
+    def accept_state(self) -> None:
+        """Take the process as it is now as its clean state. Only after a compile warm-up, where no candidate code
+        ran: torch.compile's own changes (Dynamo re-wraps nn.Module.__init__, Inductor keeps a compile pool and
+        tqdm's monitor running) then stay, and the worker serves the next warm-up instead of being replaced. The
+        pool keeps such a worker apart from review workers (review/sandbox.py), so no review ever runs in it."""
+        from kernelskill.review.guards import ModuleSnapshot
+
+        self.snapshot = ModuleSnapshot()
+        self.threads = set(threading.enumerate())
+
     def clean_up(self) -> None:
         """Drop one review's modules and memory so the next review starts from the same state."""
         import gc

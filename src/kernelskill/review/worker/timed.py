@@ -8,7 +8,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from kernelskill.review.results import TimingResult
-from kernelskill.review.worker.baseline import compile_reference
+from kernelskill.review.worker.baseline import compile_error, compile_reference
 from kernelskill.review.worker.checks import map_tensors, marginal
 from kernelskill.review.worker.session import Verdict
 from kernelskill.review.worker.candidate import is_cuda_fatal
@@ -47,8 +47,7 @@ def time_stage(w: Worker) -> None:
             import traceback
 
             traceback.print_exc()
-            w.flags.add(f"compile_baseline_failed: torch.compile(Model) raised {type(exc).__name__}: "
-                        f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}")
+            w.flags.add(f"compile_baseline_failed: torch.compile(Model) raised {compile_error(exc)}")
         else:
             print(f"[kernelskill] torch.compile(Model): first call {warmed.seconds:.1f} s, {warmed.cache_words()}",
                   flush=True)

@@ -189,7 +189,8 @@ def main() -> None:
     pack(run, Path(args.tar))
     if (run / "results.json").exists():
         summary = table(run, wall)
-        (Path(args.tar).parent / "chunk.json").write_text(json.dumps(summary, indent=1))
+        tar = Path(args.tar)
+        tar.with_name(tar.name.removesuffix(".tar.gz") + ".json").write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

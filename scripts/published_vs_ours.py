@@ -1,10 +1,12 @@
 """A corpus's own published speedups beside the ones our bench measured for the same kernels, task by task.
 
-    python scripts/published_vs_ours.py --results RUN/results.json --corpus CORPUS [--out TABLE.md]
+    python scripts/published_vs_ours.py --results RUN/results.json [--results RUN2/results.json ...] --corpus CORPUS
+        [--out TABLE.md]
 
 CORPUS is a `kernelskill corpus import` folder: its corpus.json keeps each record's numeric fields (`meta`), such as
 CUDA-L1's `score_default` (its speedup over eager PyTorch) and `score_torch_compile_default` (over torch.compile).
-RESULTS is a `bench` run over that corpus (results.json). Every corpus task is listed: with both figures and their
+RESULTS is a `bench` run over that corpus (results.json); give it several times for runs over parts of it (one per
+level, say), a later run's task replacing an earlier one's. Every corpus task is listed: with both figures and their
 ratio, or with why one side has none (no kernel published, our verdict). Then per level: how many have both, the
 median and geometric mean of ours / published, and the share within 10%. The two were measured on different GPUs
 and harnesses when the corpus says so (CUDA-L1: an H100); the ratio says how far a published figure carries, not
@@ -69,6 +71,15 @@ def summary(table: list[dict], label: str) -> list[str]:
     return lines
 
 
+def merged(paths: list[Path]) -> dict:
+    """The tasks of several results.json, a later file's task replacing an earlier one's of the same level and index."""
+    tasks: dict[tuple, dict] = {}
+    for path in paths:
+        for t in json.loads(path.read_text())["tasks"]:
+            tasks[(str(t["level"]), t["index"])] = t
+    return {"tasks": list(tasks.values())}
+
+
 def render(table: list[dict], results_path: str, corpus: CorpusIndex) -> str:
     fmt = lambda x: f"{x:.3g}" if x else "-"  # noqa: E731
     out = [f"# Published speedups beside ours: {corpus.source}", "",
@@ -90,13 +101,14 @@ def render(table: list[dict], results_path: str, corpus: CorpusIndex) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--results", required=True, type=Path)
+    p.add_argument("--results", required=True, type=Path, action="append", help="a bench run's results.json; "
+                   "repeat it for runs over parts of the corpus")
     p.add_argument("--corpus", required=True, type=Path)
     p.add_argument("--out", type=Path, help="write the table here (markdown); default: print it")
     args = p.parse_args()
     corpus = read_index(args.corpus)
-    table = rows(json.loads(args.results.read_text()), corpus)
-    text = render(table, str(args.results), corpus)
+    table = rows(merged(args.results), corpus)
+    text = render(table, "`, `".join(map(str, args.results)), corpus)
     if args.out:
         args.out.write_text(text)
         print(f"{len(table)} tasks written to {args.out}")

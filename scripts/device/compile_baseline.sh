@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# The torch.compile baseline over the CUDA-L1 corpus, resumable across leases (bench --baseline compile: Inductor's
-# cache warmed for every task first, then each seed's review times torch.compile(Model) beside it):
-#   compile_baseline.sh BUDGET_S NAME [FROM_TAR] -- --level N [bench options]
-# e.g. compile_baseline.sh 380 cb1 -- --level 1, then compile_baseline.sh 380 cb1 .devdata/cb1.tar.gz -- --level 1
-# (one run folder per level: a resume must ask for the same tasks)
-# Only the tasks the corpus has a kernel for are run (--with-kernels: the others have nothing to compare).
-# BUDGET_S must leave the lease's limit room for the last pack; the run folder is also packed every minute, and the
-# log goes straight to $OUT, so a call cut short still brings back every task finished before it.
+# The torch.compile baseline over the CUDA-L1 corpus (bench --baseline compile: Inductor's cache warmed for every task
+# first, then each seed's review times torch.compile(Model) beside eager and the kernel), level after level, resumable
+# across leases:
+#   compile_baseline.sh SECONDS [LEVELS]      e.g. compile_baseline.sh 550 "1 2 3"
+# One run folder per level (.devrun/cbN: a resume must ask for the same tasks), continued from .devdata/cbN.tar.gz
+# when that is carried (copy the tarballs a call brings back there). A level already finished resumes in seconds and
+# the next one starts, until SECONDS have passed; keep SECONDS well under the call's limit_s. Only the tasks the
+# corpus has a kernel for are run (--with-kernels: the others have nothing to compare). Each level's run folder is
+# packed every minute into $OUT/cbN.tar.gz and the log goes straight to $OUT/cb.log, so a call cut short still
+# brings back every task finished before it.
 source "$(dirname "$0")/setup.sh"
-budget=$1 name=$2
-shift 2
-from=()
-if [ -n "${1:-}" ] && [ "$1" != "--" ]; then
-    from=(--from "$1")
-    shift
-fi
-[ "${1:-}" = "--" ] && shift
-python3 scripts/corpus_bench.py --corpus .devdata/corpus --run ".devrun/$name" --budget "$budget" \
-    --tar "$OUT/$name.tar.gz" --parallel 12 --with-kernels "${from[@]}" -- --baseline compile "$@" 2>&1 | tee "$OUT/$name.log"
+end=$(( $(date +%s) + $1 ))
+for level in ${2:-1 2 3}; do
+    left=$(( end - $(date +%s) - 45 ))  # the last interrupt and pack take up to 45 s
+    if [ "$left" -lt 60 ]; then
+        echo "compile_baseline: ${left}s left, level $level not started" | tee -a "$OUT/cb.log"
+        break
+    fi
+    from=()
+    [ -f ".devdata/cb$level.tar.gz" ] && from=(--from ".devdata/cb$level.tar.gz")
+    python3 scripts/corpus_bench.py --corpus .devdata/corpus --run ".devrun/cb$level" --budget "$left" \
+        --tar "$OUT/cb$level.tar.gz" --parallel 12 --with-kernels "${from[@]}" -- --baseline compile --level "$level" \
+        2>&1 | tee -a "$OUT/cb.log"
+done

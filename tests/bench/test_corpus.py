@@ -163,3 +163,12 @@ def test_published_figures_are_set_beside_ours_and_no_task_is_dropped(tmp_path):
     assert script.why_missing(table[3], "eager") == "ours: not in the run"
     text = script.render(table, "results.json", corpus)
     assert "| 1 | 3 | 1 | 0.50 | 0.50 | 0% |" in text and "| L1/2_b | - | 3 |" in text
+
+    # runs over parts of the corpus (one per level) join; a later run's task replaces an earlier one's
+    first, second = tmp_path / "l1.json", tmp_path / "l2.json"
+    first.write_text(json.dumps(results))
+    second.write_text(json.dumps({"tasks": [
+        {"level": "2", "index": 1, "success": True, "best_speedup": 1.2, "verdict": "correct"},
+        {"level": "1", "index": 2, "success": True, "best_speedup": 3.0, "verdict": "correct"}]}))
+    joined = script.rows(script.merged([first, second]), corpus)
+    assert [r["ratio_eager"] for r in joined] == [0.5, 1.0, None, 1.0]

@@ -29,6 +29,10 @@ def _counters() -> dict[str, int] | None:
     return {name: int(counters["inductor"][name]) for name in CACHE_COUNTERS}
 
 
+# lines of an exception's text that are not about the failure: Dynamo's advice on logging, a traceback's frames
+ADVICE = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context", "Traceback (most recent call last)", "File ")
+
+
 def compile_error(exc: BaseException) -> str:
     """An Inductor failure in one line: what failed and, where Inductor wraps another error (a compile
     subprocess's), the error at the root, without Dynamo's advice on logging. The whole traceback is in the log."""
@@ -37,9 +41,6 @@ def compile_error(exc: BaseException) -> str:
     root = [line for line in lines[1:] if re.match(r"[\w.]+(Error|Exception): ", line)]
     text = lines[0] + (f" ... {root[-1]}" if root and root[-1] != lines[0] else "")
     return text[:400]
-
-
-ADVICE = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context", "Traceback (most recent call last)", "File ")
 
 
 def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:

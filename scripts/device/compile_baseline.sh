@@ -3,6 +3,8 @@
 # first, then each seed's review times torch.compile(Model) beside eager and the kernel), level after level, resumable
 # across leases:
 #   compile_baseline.sh SECONDS [LEVELS]      e.g. compile_baseline.sh 550 "1 2 3"
+# A level may be narrowed to a range of task numbers, LEVEL:FIRST-LAST (e.g. "2:38-100 3"), to finish a level whose
+# run folder was lost; the range gets a run folder of its own (.devrun/cb2-38-100) and its own tarball and summary.
 # One run folder per level (.devrun/cbN: a resume must ask for the same tasks), continued from .devdata/cbN.tar.gz
 # when that is carried (copy the tarballs a call brings back there). A level already finished resumes in seconds and
 # the next one starts, until SECONDS have passed; keep SECONDS well under the call's limit_s. Only the tasks the
@@ -11,15 +13,26 @@
 # brings back every task finished before it.
 source "$(dirname "$0")/setup.sh"
 end=$(( $(date +%s) + $1 ))
-for level in ${2:-1 2 3}; do
+for item in ${2:-1 2 3}; do
+    level=${item%%:*}
+    name="cb${item/:/-}"
+    only=()
+    if [ "$item" != "$level" ]; then
+        range=${item#*:}
+        if ! [[ "$range" =~ ^[0-9]+-[0-9]+$ ]]; then
+            echo "compile_baseline: '$item' is not LEVEL or LEVEL:FIRST-LAST (e.g. 2:38-100)" | tee -a "$OUT/cb.log"
+            exit 2
+        fi
+        only=(--tasks "$(seq -s, "${range%-*}" "${range#*-}")")
+    fi
     left=$(( end - $(date +%s) - 45 ))  # the last interrupt and pack take up to 45 s
     if [ "$left" -lt 60 ]; then
-        echo "compile_baseline: ${left}s left, level $level not started" | tee -a "$OUT/cb.log"
+        echo "compile_baseline: ${left}s left, $name not started" | tee -a "$OUT/cb.log"
         break
     fi
     from=()
-    [ -f ".devdata/cb$level.tar.gz" ] && from=(--from ".devdata/cb$level.tar.gz")
-    python3 scripts/corpus_bench.py --corpus .devdata/corpus --run ".devrun/cb$level" --budget "$left" \
-        --tar "$OUT/cb$level.tar.gz" --parallel 12 --with-kernels "${from[@]}" -- --baseline compile --level "$level" \
-        2>&1 | tee -a "$OUT/cb.log"
+    [ -f ".devdata/$name.tar.gz" ] && from=(--from ".devdata/$name.tar.gz")
+    python3 scripts/corpus_bench.py --corpus .devdata/corpus --run ".devrun/$name" --budget "$left" \
+        --tar "$OUT/$name.tar.gz" --parallel 12 --with-kernels "${from[@]}" -- --baseline compile --level "$level" \
+        "${only[@]}" 2>&1 | tee -a "$OUT/cb.log"
 done

@@ -128,3 +128,90 @@ def test_a_compile_error_is_one_line_with_its_root_cause():
     assert compile_error(exc) == ("InductorError: SubprocException: An exception occurred in a subprocess: ... "
                                   "RuntimeError: Could not find an active GPU backend")
     assert compile_error(ValueError("bad shape\n\nSet TORCHDYNAMO_VERBOSE=1 for more")) == "ValueError: bad shape"
+
+
+class _Subproc(Exception):
+    """Inductor's error for a failed compile subprocess, as the H200 printed it (class name and text)."""
+
+
+_Subproc.__name__ = "InductorError"
+
+
+def _fake_worker(torch):
+    class W:
+        device = torch.device("cpu")
+        ref_model = torch.nn.ReLU()
+        warm_inputs = [torch.randn(4)]
+
+        def copy_args(self, args):
+            return [a.clone() for a in args]
+
+    W.torch = torch
+    return W()
+
+
+def test_a_compile_whose_subprocess_fails_is_made_again_in_process(monkeypatch, capsys):
+    """On the H200 (torch 2.11, Triton 3.6) Triton's GPU detection failed in Inductor's forked compile workers, in
+    fresh review workers too: 17 of 42 level-3 warm-ups. The graph itself compiles: made again with the kernels
+    compiled in the worker's own process, it works, and the result and the log say so."""
+    import torch
+    import torch._inductor.config
+
+    from kernelskill.review.worker.baseline import compile_reference
+
+    tries = []
+
+    def fake_compile(model):
+        compiled = []
+
+        def call(*args):  # compiles on its first call, as torch.compile's forward does
+            if compiled:
+                return model(*args)
+            tries.append(torch._inductor.config.compile_threads)
+            if torch._inductor.config.compile_threads > 1:
+                raise _Subproc("SubprocException: An exception occurred in a subprocess:\n\nTraceback (most recent "
+                               "call last):\nRuntimeError: Could not find an active GPU backend\n")
+            compiled.append(True)
+            return model(*args)
+        return call
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    with torch._inductor.config.patch(compile_threads=8):  # the setting is restored after the test
+        run, info = compile_reference(_fake_worker(torch))
+        assert torch._inductor.config.compile_threads == 1  # this process does not use the broken pool again
+    assert tries == [8, 1]
+    assert info.in_process_after == ("InductorError: SubprocException: An exception occurred in a subprocess: ... "
+                                     "RuntimeError: Could not find an active GPU backend")
+    assert "after Inductor's compile subprocess failed" in info.cache_words()
+    assert torch.equal(run(torch.tensor([-1.0, 2.0])), torch.tensor([0.0, 2.0]))
+    err = capsys.readouterr()
+    assert "Traceback" in err.err and "compiling its kernels in this process" in err.out  # the log keeps both
+
+
+def test_a_compile_that_fails_on_the_model_is_not_tried_twice(monkeypatch):
+    import torch
+    import torch._inductor.config
+
+    from kernelskill.review.worker.baseline import compile_reference
+
+    tries = []
+
+    def fake_compile(model):
+        def call(*args):
+            tries.append(1)
+            raise _Subproc("LoweringException: no lowering for aten.weird")
+        return call
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    with torch._inductor.config.patch(compile_threads=8), pytest.raises(_Subproc, match="no lowering"):
+        try:
+            compile_reference(_fake_worker(torch))
+        finally:
+            assert torch._inductor.config.compile_threads == 8
+    assert tries == [1]
+
+
+def test_a_candidate_that_compiles_its_model_compiles_in_the_workers_own_process(tmp_path, fresh_inductor_cache):
+    result = run_review("problems/p13_scaled_leaky_relu.py", "candidates/special/c02_compiles_itself.py", tmp_path,
+                        rules="kernelbench")
+    assert result.correct, result.error

@@ -142,13 +142,19 @@ class CompileWarmup(BaseModel):
     fxgraph_cache_hit: int | None = None
     fxgraph_cache_miss: int | None = None
     fxgraph_cache_bypass: int | None = None  # graphs Inductor would not cache
+    # the first try's error, when it failed in Inductor's compile subprocess and the kernels were then compiled in
+    # the worker's own process (the seconds count both tries)
+    in_process_after: str | None = None
 
     def cache_words(self) -> str:
         """"2 graphs from the cache", "compiled 1 graph", ... for logs and the method text."""
         parts = [f"{n} graph{'s' * (n != 1)} {what}" for n, what in (
             (self.fxgraph_cache_hit, "from the cache"), (self.fxgraph_cache_miss, "compiled"),
             (self.fxgraph_cache_bypass, "not cacheable")) if n]
-        return ", ".join(parts) or "no Inductor graph"
+        words = ", ".join(parts) or "no Inductor graph"
+        if self.in_process_after:
+            words += "; compiled in the worker's own process after Inductor's compile subprocess failed"
+        return words
 
 
 class TimingResult(BaseModel):
@@ -190,6 +196,9 @@ class TimingResult(BaseModel):
     # reference max(launch, GPU) / candidate max(launch, GPU) per call: the speedup of calls made back to back from
     # Python, where the launches can set the pace (prefilled samples time the GPU alone); None without host times
     speedup_host_paced: float | None = None
+    # the same against torch.compile(Model): its max(launch, GPU) / the candidate's. A compiled module's per-call host
+    # work (Dynamo's guards, Inductor's wrapper) is not in speedup_vs_compile, which times the GPU; it is here.
+    speedup_vs_compile_host_paced: float | None = None
 
     def suspect_speedup(self) -> float:
         """The figure a re-verification threshold is held against: the largest of the mean, median and trimmed-mean

@@ -43,9 +43,59 @@ def compile_error(exc: BaseException) -> str:
     return text[:400]
 
 
+def subprocess_failed(exc: BaseException) -> bool:
+    """Whether a compile failed in Inductor's compile subprocess rather than on the model: the graph was built and
+    only the pool that compiles its kernels broke. On the H200 (torch 2.11, Triton 3.6) Triton's GPU detection fails
+    in those forked workers ("Could not find an active GPU backend", triton-lang/triton#9578); a third of level 3's
+    warm-ups failed so, fresh workers included."""
+    return "SubprocException" in f"{type(exc).__name__}: {exc}"
+
+
+def compile_in_process() -> None:
+    """A review's torch.compile (a candidate's own, or the reference's when no warm-up cached it) compiles Inductor's
+    kernels in the worker's own process. Its forked compile workers fail Triton's GPU detection on the H200's torch
+    2.11 and Triton 3.6 now and then; a candidate that compiles its model then raised on its first run (CUDA-L1's
+    L2/49, which KernelBench's harness rates correct), and a failed compile cannot be told from the candidate's own
+    failure there. The kernels are the same; only their compile is serial. A warm-up keeps the pool and falls back
+    (compile_reference): it compiles many problems side by side, with nothing timed."""
+    import torch._inductor.config
+
+    torch._inductor.config.compile_threads = 1
+
+
 def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:
     """torch.compile of the review's reference model, called once on the warm-up inputs (under no_grad, as every
-    timed call is): (the compiled forward, what its first call took). Raises what the compile raises."""
+    timed call is): (the compiled forward, what its first call took). A compile that failed in Inductor's compile
+    subprocess is made again with the kernels compiled in this process (its traceback stays in the log, the result
+    says so); this process then never uses that pool again. Raises what the compile raises."""
+    before = _counters()
+    start = time.perf_counter()
+    fallback = None
+    try:
+        run = _compile_and_call(w)
+    except Exception as exc:
+        if not subprocess_failed(exc):
+            raise
+        import traceback
+
+        import torch._dynamo
+        import torch._inductor.config
+
+        traceback.print_exc()
+        fallback = compile_error(exc)
+        print(f"[kernelskill] torch.compile(Model): Inductor's compile subprocess failed ({fallback}); compiling "
+              "its kernels in this process instead (torch._inductor.config.compile_threads = 1)", flush=True)
+        torch._inductor.config.compile_threads = 1
+        torch._dynamo.reset()
+        before = _counters()  # the graphs of the try that worked
+        run = _compile_and_call(w)
+    seconds = round(time.perf_counter() - start, 3)
+    after = _counters()
+    counts = {name: after[name] - before[name] for name in CACHE_COUNTERS} if before and after else {}
+    return run, CompileWarmup(seconds=seconds, in_process_after=fallback, **counts)
+
+
+def _compile_and_call(w: Worker) -> Callable:
     torch = w.torch
     compiled = torch.compile(w.ref_model)
 
@@ -53,15 +103,10 @@ def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:
         with torch.no_grad():
             return compiled(*args)
 
-    before = _counters()
-    start = time.perf_counter()
     run(*w.copy_args(w.warm_inputs))
     if w.device.type == "cuda":
         torch.cuda.synchronize(w.device)
-    seconds = round(time.perf_counter() - start, 3)
-    after = _counters()
-    counts = {name: after[name] - before[name] for name in CACHE_COUNTERS} if before and after else {}
-    return run, CompileWarmup(seconds=seconds, **counts)
+    return run
 
 
 def warm(w: Worker) -> None:

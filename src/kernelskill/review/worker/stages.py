@@ -12,7 +12,7 @@ import time
 from kernelskill.review.results import CompileResult
 from kernelskill.review.wire import ReviewRequest
 from kernelskill.review.worker.candidate import CandidateCalls, is_cuda_fatal, short_traceback
-from kernelskill.review.worker.baseline import warm
+from kernelskill.review.worker.baseline import compile_in_process, warm
 from kernelskill.review.worker.checks import problem_of
 from kernelskill.review.worker.prebuild import Prebuild
 from kernelskill.review.worker.session import Channel, Session, StageLog
@@ -213,6 +213,7 @@ class Worker:
         if self.req.mode == "warm":
             warm(self)
             return
+        compile_in_process()
         self.load()
         self.compile()
         if self.req.backend == "cuda" and self.device.type == "cpu":

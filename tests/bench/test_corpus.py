@@ -172,3 +172,29 @@ def test_published_figures_are_set_beside_ours_and_no_task_is_dropped(tmp_path):
         {"level": "1", "index": 2, "success": True, "best_speedup": 3.0, "verdict": "correct"}]}))
     joined = script.rows(script.merged([first, second]), corpus)
     assert [r["ratio_eager"] for r in joined] == [0.5, 1.0, None, 1.0]
+
+
+def test_a_pending_task_of_a_later_run_does_not_replace_a_finished_one_and_sizes_are_tabled(tmp_path):
+    """A level finished by a run over part of it: its first run's results.json lists the other tasks as pending."""
+    import importlib.util
+
+    from kernelskill.llm.corpus import CorpusIndex
+
+    spec = importlib.util.spec_from_file_location("published_vs_ours",
+                                                  DATA.parents[1] / "scripts" / "published_vs_ours.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    done = {"level": "2", "index": 1, "status": "finished", "success": True, "best_speedup": 1.2, "verdict": "correct",
+            "compile_ms": 0.016, "speedup_vs_compile": 0.72, "speedup_vs_compile_host_paced": 2.84}
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({"tasks": [done, {"level": "2", "index": 2, "status": "pending"}]}))
+    second.write_text(json.dumps({"tasks": [{"level": "2", "index": 1, "status": "pending"},
+                                            {**done, "index": 2, "compile_ms": 0.8, "speedup_vs_compile": 1.0,
+                                             "speedup_vs_compile_host_paced": 1.0}]}))
+    assert [t["status"] for t in script.merged([first, second])["tasks"]] == ["finished", "finished"]
+    corpus = CorpusIndex.model_validate({"source": "test", "entries": [
+        {"level": "2", "index": i, "name": f"{i}_x", "kernel": "k",
+         "meta": {"score_default": 1.2, "score_torch_compile_default": 2.0}} for i in (1, 2)]})
+    table = script.rows(script.merged([first, second]), corpus)
+    assert script.by_size(table) == ["| 2 | under 50 us | 1 | 0.36 (1) | 1.42 (1) | 1.00 (1) |",
+                                     "| 2 | over 500 us | 1 | 0.50 (1) | 0.50 (1) | 1.00 (1) |"]

@@ -138,3 +138,39 @@ def test_a_run_started_before_the_sandbox_settings_existed_resumes_but_not_with_
     assert differences(started, now) == []
     assert differences(started, {"review": {**now["review"], "iters": 50}}) == [
         "--iters: 100 when the run started, 50 now"]
+
+
+def test_a_resume_interrupted_in_the_compile_warm_up_keeps_its_finished_tasks_in_results_json(tmp_path):
+    """On the H200 a level-3 resume was cut short while Inductor's cache warmed, before the task loop reached the
+    three tasks finished by the call before: results.json listed all 42 as pending (the run's store still had them)."""
+    import json
+    import threading
+
+    folder, out = problem_folder(tmp_path / "p"), tmp_path / "run"
+    shutil.copy(PROBLEM, folder / "2_gelu_chain_again.py")
+    request = bench_request(folder, out).model_copy(update={"baseline": "compile"})
+    stop = threading.Event()
+
+    class StopAfterOne(FakeEvaluator):
+        def warm_compile(self, problem, settings, log_dir):
+            return None  # nothing warmed: the reviews compile for themselves
+
+        def review(self, *args, **kwargs):
+            stop.set()  # the run stops after the task in flight: the second one stays pending
+            return super().review(*args, **kwargs)
+
+    first = run_bench(request, client=AgentScript(generator=[kernel("correct", 1.0)] * 2),
+                      evaluator=StopAfterOne(), stop=stop)
+    assert [t.status for t in first.tasks] == ["finished", "pending"]
+
+    class InterruptedWhileWarming(FakeEvaluator):
+        def warm_compile(self, problem, settings, log_dir):
+            raise KeyboardInterrupt  # the budget's Ctrl-C, while the pending task warms
+
+    with pytest.raises(KeyboardInterrupt):
+        run_bench(request.model_copy(update={"resume": True}), client=AgentScript(),
+                  evaluator=InterruptedWhileWarming())
+    tasks = json.loads((out / "results.json").read_text())["tasks"]
+    assert [(t["name"], t["status"]) for t in tasks] == [("1_gelu_chain", "finished"),
+                                                         ("2_gelu_chain_again", "pending")]
+    assert tasks[0]["success"]

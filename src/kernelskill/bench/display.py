@@ -53,6 +53,9 @@ class BenchDisplay(SpinnerDisplay):
                     what += f" (median {r.best_speedup_median:.3g}x, spread ±{(r.best_spread or 0.0):.0%})"
                 if r.speedup_vs_compile:
                     what += f", {r.speedup_vs_compile:.3g}x vs torch.compile"
+                    paced = r.speedup_vs_compile_host_paced
+                    if paced and abs(paced / r.speedup_vs_compile - 1) > 0.1:  # its host, not its GPU, sets the pace
+                        what += f" ({paced:.3g}x at the launches' pace)"
                 if r.timing_noisy:
                     what += f" [yellow]noisy: {escape(r.timing_noisy)}[/]"
                 if r.best_reduced_precision:

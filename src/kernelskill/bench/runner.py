@@ -190,7 +190,11 @@ class _Bench:
                 except (OSError, UnicodeDecodeError) as exc:
                     source = f"<unreadable: {exc}>"
                 self.store.add_task(self.run_id, t.name, str(t.path), source)
-            self.results[t.name] = self._pending(t)
+            # a resumed run's finished tasks are in results.json from the start, not only once the task loop reaches
+            # them: a resume interrupted before that (in the compile warm-up) would write them all as pending
+            row = self.store.find_task(self.run_id, t.name)
+            self.results[t.name] = (TaskResult.model_validate(row.summary) if row.status in ("finished", "failed")
+                                    and row.summary else self._pending(t))
         where = self.evaluator.describe()
         text = f"run folder {self.store.run_dir}" + (f"\n{where}" if where else "")
         self.on_event(BenchEvent(kind="start", total=len(self.tasks), text=text))
@@ -325,33 +329,36 @@ class _Bench:
 
     def _result(self, t: BenchTask, task_id: int, state: LoopState, interrupted: bool) -> TaskResult:
         best, best_path = state.best, None
-        compile_ms = vs_compile = None
+        compile_ms = vs_compile = vs_compile_paced = None
         flags: list[str] = []
         if best is not None:
             dest = write_atomically(self.store.run_dir / "best" / f"{safe_name(t.name)}.py", best.source)
             best_path = str(dest.relative_to(self.store.run_dir))
             if self.request.baseline == "compile":  # first, so its seconds are in the task's stage totals
-                compile_ms, vs_compile, flags = self._compile_baseline(t, best)
+                compile_ms, vs_compile, vs_compile_paced, flags = self._compile_baseline(t, best)
         outcome = summarize(self.store, task_id, state, best_path=best_path)
+        new = [f for f in flags if f not in outcome.flags]  # the kernel's own review may have said it already
         return TaskResult.model_validate({
-            **dict(outcome), "flags": outcome.flags + flags, "name": t.name, "level": t.level, "index": t.index,
+            **dict(outcome), "flags": outcome.flags + new, "name": t.name, "level": t.level, "index": t.index,
             "problem": str(t.path), "task_id": task_id, "status": "running" if interrupted else "finished",
             "compile_ms": compile_ms, "speedup_vs_compile": vs_compile,
+            "speedup_vs_compile_host_paced": vs_compile_paced,
         })
 
-    def _compile_baseline(self, t: BenchTask, best) -> tuple[float | None, float | None, list[str]]:
+    def _compile_baseline(self, t: BenchTask, best) -> tuple[float | None, float | None, float | None, list[str]]:
         """torch.compile(Model) timed beside the best kernel: from the kernel's own review when the reviews already
         timed it (--rounds 0), else one more review of the kernel, stored as its 'baseline' review. (compile_ms,
-        speedup vs compile, flags to add)."""
+        speedup vs compile, the same at the launches' pace, flags to add)."""
         from kernelskill.candidate import parse_candidate
 
+        paced = lambda result: (result.get("timing") or {}).get("speedup_vs_compile_host_paced")  # noqa: E731
         if self.review_settings.baseline == "compile":  # the kernel's own review timed torch.compile beside it
             own = self.store.review_of(best.candidate_id)
             if own is not None and own.correct and own.compile_ms and own.candidate_ms:
-                return own.compile_ms, own.compile_ms / own.candidate_ms, []
+                return own.compile_ms, own.compile_ms / own.candidate_ms, paced(own.result), []
             said = [f for f in (own.flags if own else []) if f.startswith("compile_baseline_failed")]
             if said:
-                return None, None, said
+                return None, None, None, said
         settings = self.review_settings.model_copy(update={"baseline": "compile"})
         log_dir = self.store.run_dir / "reviews" / safe_name(t.name) / "baseline-compile"
         candidate = parse_candidate(best.source, self.store.run_dir / best.path)
@@ -359,8 +366,9 @@ class _Bench:
         self.store.add_review(best.candidate_id, result.model_dump(mode="json"), purpose="baseline")
         if not result.correct or result.compile_ms is None or result.candidate_ms is None:
             said = [f for f in result.flags if f.startswith("compile_baseline_failed")]  # the compile's own failure
-            return None, None, said or [f"compile_baseline_failed: {(result.error or 'no timing')[:200]}"]
-        return result.compile_ms, result.compile_ms / result.candidate_ms, []
+            return None, None, None, said or [f"compile_baseline_failed: {(result.error or 'no timing')[:200]}"]
+        return (result.compile_ms, result.compile_ms / result.candidate_ms,
+                result.timing.speedup_vs_compile_host_paced if result.timing else None, [])
 
     def _pending(self, t: BenchTask) -> TaskResult:
         return self._without_kernel(t, "pending")

@@ -34,6 +34,9 @@ class TaskResult(TaskOutcome):
     status: TaskStatus
     compile_ms: float | None = None  # torch.compile(Model), when the run took that baseline
     speedup_vs_compile: float | None = None  # compile_ms / best_ms
+    # the same at the pace of calls made back to back from Python (TimingResult.speedup_vs_compile_host_paced): where
+    # torch.compile's per-call host work, not its GPU time, sets the pace
+    speedup_vs_compile_host_paced: float | None = None
     task_id: int | None = None  # the task's row in run.db, when known: how the report finds its tree
 
 

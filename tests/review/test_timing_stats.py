@@ -388,3 +388,20 @@ def test_the_speedup_over_torch_compile_at_the_launches_pace_is_flagged_where_th
     w.flags = set()
     assert compile_host_paced(w, 2.0, 0.3, 1.0, 0.1) == pytest.approx(2.0) and not w.flags
     assert compile_host_paced(w, 2.0, None, 1.0, 0.1) is None  # not prefilled: no host times, no figure
+
+
+def test_a_review_says_its_launch_paced_speedup_over_torch_compile_where_that_differs():
+    from rich.console import Console
+
+    from kernelskill.review.render import print_review
+    from kernelskill.review.results import ReviewResult, TimingResult, TimingStats
+
+    s = lambda ms: TimingStats.from_samples([ms] * 5)  # noqa: E731
+    timing = TimingResult.of(s(0.0227), s(0.0222), clock="cuda_events", method="scripted", warmup=1, iters=5)
+    timing.compiled_reference, timing.speedup_vs_compile = s(0.016), 0.72
+    timing.speedup_vs_compile_host_paced = 2.84
+    result = ReviewResult(compiled=True, correct=True, stage=None, error=None, device="cuda", backend="cuda",
+                          problem="p.py", candidate="c.py", timing=timing, speedup=timing.speedup)
+    console = Console(record=True, width=300)
+    print_review(result, console)
+    assert "0.72x vs torch.compile (2.84x at the launches' pace)" in console.export_text()

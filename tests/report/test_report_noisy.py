@@ -21,3 +21,12 @@ def test_noisy_tasks_are_counted_and_marked():
     rows = {t.name: dict(zip(columns, task_row(t, False))) for t in results.tasks}
     assert rows["1_A"]["Best speedup"] == "7.80x noisy" and rows["2_B"]["Best speedup"] == "7.80x"
     assert rows["1_A"]["Median"] == "1.10x" and rows["1_A"]["Spread"] == "±40%"
+
+
+def test_the_task_table_has_both_speedups_over_torch_compile():
+    t = task("86_Matmul_Divide_GELU", None).model_copy(update={
+        "compile_ms": 0.016, "speedup_vs_compile": 0.72, "speedup_vs_compile_host_paced": 2.84})
+    columns = task_columns(True)
+    row = dict(zip(columns, task_row(t, True)))
+    assert len(columns) == len(task_row(t, True))
+    assert row["vs compile"] == "0.720x" and row["vs compile, back to back"] == "2.84x"

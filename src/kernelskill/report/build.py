@@ -34,7 +34,8 @@ HTML_NAME = "report.html"
 SUMMARY_NAME = "summary.md"
 CSV_NAME = "tasks.csv"
 CSV_COLUMNS = ("name", "level", "index", "status", "success", "best_speedup", "best_speedup_median", "best_spread",
-               "best_speedup_full_precision", "best_reduced_precision", "timing_noisy", "speedup_vs_compile", "eager_ms", "best_ms", "compile_ms", "sol_ms", "pct_of_sol",
+               "best_speedup_full_precision", "best_reduced_precision", "timing_noisy", "speedup_vs_compile",
+               "speedup_vs_compile_host_paced", "eager_ms", "best_ms", "compile_ms", "sol_ms", "pct_of_sol",
                "rounds_run", "rounds_to_best", "tokens", "cost_usd", "flags", "reason", "best_path")
 
 

@@ -10,7 +10,9 @@
 # the next one starts, until SECONDS have passed; keep SECONDS well under the call's limit_s. Only the tasks the
 # corpus has a kernel for are run (--with-kernels: the others have nothing to compare). Each level's run folder is
 # packed every minute into $OUT/cbN.tar.gz and the log goes straight to $OUT/cb.log, so a call cut short still
-# brings back every task finished before it.
+# brings back every task finished before it. WARM_JOBS=N sets bench's --warm-jobs (default half the cores, at most 8):
+# more when the warm-ups compile in their own process, one core each (level 3 on the H200, see
+# docs/h200/kernelbench/compile).
 source "$(dirname "$0")/setup.sh"
 end=$(( $(date +%s) + $1 ))
 for item in ${2:-1 2 3}; do
@@ -34,5 +36,5 @@ for item in ${2:-1 2 3}; do
     [ -f ".devdata/$name.tar.gz" ] && from=(--from ".devdata/$name.tar.gz")
     python3 scripts/corpus_bench.py --corpus .devdata/corpus --run ".devrun/$name" --budget "$left" \
         --tar "$OUT/$name.tar.gz" --parallel 12 --with-kernels "${from[@]}" -- --baseline compile --level "$level" \
-        "${only[@]}" 2>&1 | tee -a "$OUT/cb.log"
+        "${only[@]}" ${WARM_JOBS:+--warm-jobs "$WARM_JOBS"} 2>&1 | tee -a "$OUT/cb.log"
 done

@@ -51,25 +51,30 @@ def subprocess_failed(exc: BaseException) -> bool:
     return "SubprocException" in f"{type(exc).__name__}: {exc}"
 
 
-def compile_in_process() -> None:
-    """A review's torch.compile (a candidate's own, or the reference's when no warm-up cached it) compiles Inductor's
-    kernels in the worker's own process. Its forked compile workers fail Triton's GPU detection on the H200's torch
-    2.11 and Triton 3.6 now and then; a candidate that compiles its model then raised on its first run (CUDA-L1's
-    L2/49, which KernelBench's harness rates correct), and a failed compile cannot be told from the candidate's own
-    failure there. The kernels are the same; only their compile is serial. A warm-up keeps the pool and falls back
-    (compile_reference): it compiles many problems side by side, with nothing timed."""
-    try:
-        import torch._inductor.config
-    except ImportError:  # a torch without Inductor: nothing compiles, nothing to set
-        return
+def compile_in_process(exc: BaseException, who: str) -> str:
+    """After a torch.compile that failed in Inductor's compile subprocess (subprocess_failed): the traceback into the
+    log, Inductor set to compile its kernels in this process from now on (`compile_threads = 1`: the same kernels,
+    compiled one after another) and Dynamo reset, so the next call compiles afresh. `who` names the compile in the
+    log line. Returns the failure in one line."""
+    import traceback
+
+    import torch._dynamo
+    import torch._inductor.config
+
+    traceback.print_exc()
+    said = compile_error(exc)
+    print(f"[kernelskill] {who}: Inductor's compile subprocess failed ({said}); compiling its kernels in this "
+          "process instead (torch._inductor.config.compile_threads = 1)", flush=True)
     torch._inductor.config.compile_threads = 1
+    torch._dynamo.reset()
+    return said
 
 
 def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:
     """torch.compile of the review's reference model, called once on the warm-up inputs (under no_grad, as every
     timed call is): (the compiled forward, what its first call took). A compile that failed in Inductor's compile
-    subprocess is made again with the kernels compiled in this process (its traceback stays in the log, the result
-    says so); this process then never uses that pool again. Raises what the compile raises."""
+    subprocess is made again with the kernels compiled in this process (compile_in_process; the result says so).
+    Raises what the compile raises."""
     before = _counters()
     start = time.perf_counter()
     fallback = None
@@ -78,17 +83,7 @@ def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:
     except Exception as exc:
         if not subprocess_failed(exc):
             raise
-        import traceback
-
-        import torch._dynamo
-        import torch._inductor.config
-
-        traceback.print_exc()
-        fallback = compile_error(exc)
-        print(f"[kernelskill] torch.compile(Model): Inductor's compile subprocess failed ({fallback}); compiling "
-              "its kernels in this process instead (torch._inductor.config.compile_threads = 1)", flush=True)
-        torch._inductor.config.compile_threads = 1
-        torch._dynamo.reset()
+        fallback = compile_in_process(exc, "torch.compile(Model)")
         before = _counters()  # the graphs of the try that worked
         run = _compile_and_call(w)
     seconds = round(time.perf_counter() - start, 3)

@@ -12,7 +12,7 @@ import time
 from kernelskill.review.results import CompileResult
 from kernelskill.review.wire import ReviewRequest
 from kernelskill.review.worker.candidate import CandidateCalls, is_cuda_fatal, short_traceback
-from kernelskill.review.worker.baseline import compile_in_process, warm
+from kernelskill.review.worker.baseline import compile_in_process, subprocess_failed, warm
 from kernelskill.review.worker.checks import problem_of
 from kernelskill.review.worker.prebuild import Prebuild
 from kernelskill.review.worker.session import Channel, Session, StageLog
@@ -183,15 +183,22 @@ class Worker:
         It runs under the verify stage's time limit (a forward that hangs is a verify failure), but a compilation
         error it raises is reported as the compile failure it is.
         """
-        torch = self.torch
         compile_info = self.compile_info
         start = time.perf_counter()
         threads = set(threading.enumerate())
         try:
-            with torch.no_grad():
-                self.candidate.model(*self.copy_args(self.warm_inputs))
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
+            try:
+                self._first_call()
+            except Exception as exc:
+                if not subprocess_failed(exc):
+                    raise
+                # a candidate that hands its model to torch.compile (CUDA-L1's L2/49) met Inductor's compile pool
+                # failing (on the H200: Triton's GPU detection in its forked workers), not a failure of its own
+                said = compile_in_process(exc, "the candidate's torch.compile")
+                self.flags.add(f"inductor_compiled_in_process: the candidate's torch.compile failed in Inductor's "
+                               f"compile subprocess ({said}); its first call was made again with the kernels "
+                               "compiled in the worker's own process")
+                self._first_call()
         except Exception as exc:
             if "CompilationError" in type(exc).__name__ or type(exc).__module__.startswith("triton.compiler"):
                 detail = short_traceback(exc, self.candidate.file)
@@ -206,6 +213,13 @@ class Worker:
         self.candidate.check_threads(threads)
         self.candidate.check_integrity()
 
+    def _first_call(self) -> None:
+        torch = self.torch
+        with torch.no_grad():
+            self.candidate.model(*self.copy_args(self.warm_inputs))
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
     def run(self) -> None:
         if self.req.mode == "build":
             Prebuild(self.req, self.log, self.torch).run()
@@ -213,7 +227,6 @@ class Worker:
         if self.req.mode == "warm":
             warm(self)
             return
-        compile_in_process()
         self.load()
         self.compile()
         if self.req.backend == "cuda" and self.device.type == "cpu":

@@ -1,6 +1,7 @@
 """A candidate that, like CUDA-L1's L2/49, hands its model to torch.compile. On the H200 Inductor's forked compile
-workers now and then failed Triton's GPU detection, and such a candidate then raised on its first run; a review worker
-compiles in its own process. The forward says which way Inductor compiles: a pool of workers would fail here."""
+workers now and then failed Triton's GPU detection, and such a candidate then raised on its first run. Here the
+failure is played: while Inductor would compile in a pool of subprocesses, the first call raises the H200's error;
+compiling in the worker's own process, it runs."""
 import torch
 import torch._inductor.config
 import torch.nn as nn
@@ -23,5 +24,6 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         if torch._inductor.config.compile_threads != 1:
-            raise RuntimeError(f"Inductor would compile in {torch._inductor.config.compile_threads} subprocesses")
+            raise RuntimeError("SubprocException: An exception occurred in a subprocess:\n\nTraceback (most recent "
+                               "call last):\nRuntimeError: Could not find an active GPU backend")
         return self.compiled(x)

@@ -3,6 +3,8 @@ timed loop, and warmed into Inductor's cache ahead of the reviews (bench), on CP
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import DATA, fast_settings, run_review
@@ -224,3 +226,4 @@ def test_a_candidate_whose_compile_fails_in_inductors_subprocess_is_run_again_co
     assert "Could not find an active GPU backend" in flag
     log = (tmp_path / "worker.log").read_text()
     assert "Traceback" in log and "compiling its kernels in this process instead" in log
+    assert re.search(r"uid \d+: \d+ processes, \d+ threads; RLIMIT_NPROC \w+ \(hard \w+\)", log)  # what to tell causes by

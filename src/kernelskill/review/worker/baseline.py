@@ -64,10 +64,35 @@ def compile_in_process(exc: BaseException, who: str) -> str:
     traceback.print_exc()
     said = compile_error(exc)
     print(f"[kernelskill] {who}: Inductor's compile subprocess failed ({said}); compiling its kernels in this "
-          "process instead (torch._inductor.config.compile_threads = 1)", flush=True)
+          f"process instead (torch._inductor.config.compile_threads = 1). {user_tasks()}", flush=True)
     torch._inductor.config.compile_threads = 1
     torch._dynamo.reset()
     return said
+
+
+def user_tasks() -> str:
+    """This user's processes and threads against its limit, for the log of a failed compile subprocess: the sandbox
+    runs every worker, and every Inductor compile worker they fork, as one user, and a thread that cannot be made is
+    one way a forked worker's CUDA initialization (and with it Triton's GPU detection) fails. Which way it was on the
+    H200 is not known yet; this line is there to tell."""
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    limit = lambda n: "unlimited" if n == resource.RLIM_INFINITY else str(n)  # noqa: E731
+    uid, procs, threads = os.getuid(), 0, 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = dict(line.split(":", 1) for line in open(f"/proc/{entry.name}/status").read().splitlines()
+                          if ":" in line)
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if status.get("Uid", "").split()[:1] == [str(uid)]:
+            procs += 1
+            threads += int(status.get("Threads", "1").strip())
+    return (f"uid {uid}: {procs} processes, {threads} threads; RLIMIT_NPROC {limit(soft)} (hard {limit(hard)})")
 
 
 def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:

@@ -77,22 +77,24 @@ def user_tasks() -> str:
     H200 is not known yet; this line is there to tell."""
     import os
     import resource
+    from pathlib import Path
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
     limit = lambda n: "unlimited" if n == resource.RLIM_INFINITY else str(n)  # noqa: E731
     uid, procs, threads = os.getuid(), 0, 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    try:
+        pids = [p for p in Path("/proc").iterdir() if p.name.isdigit()]
+    except OSError:  # no /proc to read: the limit alone
+        return f"uid {uid}: RLIMIT_NPROC {limit(soft)} (hard {limit(hard)})"
+    for pid in pids:
         try:
-            status = dict(line.split(":", 1) for line in open(f"/proc/{entry.name}/status").read().splitlines()
-                          if ":" in line)
+            status = dict(line.split(":", 1) for line in (pid / "status").read_text().splitlines() if ":" in line)
         except OSError:  # gone meanwhile, or not ours to read
             continue
         if status.get("Uid", "").split()[:1] == [str(uid)]:
             procs += 1
             threads += int(status.get("Threads", "1").strip())
-    return (f"uid {uid}: {procs} processes, {threads} threads; RLIMIT_NPROC {limit(soft)} (hard {limit(hard)})")
+    return f"uid {uid}: {procs} processes, {threads} threads; RLIMIT_NPROC {limit(soft)} (hard {limit(hard)})"
 
 
 def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:

@@ -45,3 +45,21 @@ def test_fp16_under_autocast_is_read_from_the_code_of_a_real_kernel():
     assert compute_dtypes((DATA / "public/cuda_l1/L3_31_kernel.py").read_text()) == ["float16"]
     assert compute_dtypes((DATA / "public/cuda_l1/L3_31_problem.py").read_text()) == []
 
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _cuda(), reason="a CUDA graph needs a GPU (run on the H200: see docs/h200/kernelbench)")
+def test_a_cuda_graph_over_an_lstm_s_first_weights_passes_as_in_kernelbench_and_is_named(tmp_path):
+    # CUDA-L1's L3/35 captures a CUDA graph at its first call; every move re-packs the LSTM's weights and frees the
+    # buffer the graph reads. KernelBench's harness rates it correct; poisoning freed memory failed it with NaN
+    problem, kernel = "public/cuda_l1/L3_35_problem.py", "public/cuda_l1/L3_35_kernel.py"
+    kb = run_review(problem, kernel, tmp_path / "kb", device="cuda", rules="kernelbench", timing=False)
+    assert kb.correct, kb.error
+    assert "runtime:stale-weights" in kb.flags
+    strict = run_review(problem, kernel, tmp_path / "strict", device="cuda", timing=False)
+    assert strict.error_kind == "rejected" and "runtime:stale-weights" in strict.error

@@ -124,9 +124,38 @@ def test_under_kernelbench_rules_a_candidate_cannot_read_its_own_source_back(tmp
 def test_modules_are_moved_to_the_device_before_every_trial_as_kernelbench_does(tmp_path):
     """KernelBench's harness calls `.cuda()` on both models before each trial. CUDA-L1's L3/39 (GRU) captures a CUDA
     graph on its first call; the GRU re-packs its weights on every move, the graph reads the freed buffer, and
-    KernelBench fails 2 of its 5 trials where a harness that moves the modules once passed all. The candidate here
-    does the same on the CPU (its weight moved to a new tensor on every `_apply`, the old one overwritten)."""
+    KernelBench fails 2 of its 5 trials, where the caching allocator gave the freed buffer to other tensors, and a
+    harness that moves the modules once passed all. The candidate here does the same on the CPU (its weight moved to
+    a new tensor on every `_apply`, the old one overwritten by the candidate itself)."""
     result = run_review("problems/p08_linear_bias_relu.py", "candidates/special/k01_stale_after_move.py", tmp_path,
                         rules="kernelbench", timing=False)
     assert result.error_kind == "mismatch", (result.error_kind, result.error)
     assert "trial 1 of" in result.error, result.error
+
+
+def test_weights_a_move_left_behind_are_kept_and_reading_them_is_a_strict_only_violation(tmp_path):
+    """CUDA-L1's L3/35, 37, 41, 42: a CUDA graph captured on the first call reads an RNN's old weight buffer, freed
+    when the harness moves the module again. KernelBench's harness rates them correct (the freed block happened not
+    to be reused); poisoning freed memory failed them all. The old buffer is now kept alive, so the trials pass as
+    there, and one more trial with it overwritten names what the candidate does: `runtime:stale-weights`, a flag under
+    kernelbench, the verdict under strict (after it was timed, as for every strict-only violation)."""
+    problem, candidate = "problems/p08_linear_bias_relu.py", "candidates/special/k02_stale_weights.py"
+    kernelbench = run_review(problem, candidate, tmp_path / "kb", rules="kernelbench", timing=False)
+    assert kernelbench.correct, kernelbench.error
+    assert "runtime:stale-weights" in kernelbench.flags
+    assert kernelbench.policy.correct_kernelbench and not kernelbench.policy.correct_strict
+    detail = next(v.detail for v in kernelbench.policy.violations if v.name == "runtime:stale-weights")
+    assert "old weight buffer(s) behind" in detail and "elements outside" in detail, detail
+
+    strict = run_review(problem, candidate, tmp_path / "strict")
+    assert not strict.correct and strict.error_kind == "rejected"
+    assert "runtime:stale-weights" in strict.error
+    assert strict.timing is not None and strict.policy.correct_kernelbench
+
+
+def test_a_module_that_repacks_its_weights_on_a_move_but_reads_its_own_is_not_flagged(tmp_path):
+    result = run_review("problems/p08_linear_bias_relu.py", "candidates/special/k03_repacks_reads_current.py",
+                        tmp_path, rules="kernelbench", timing=False)
+    assert result.correct, result.error
+    assert not any("stale-weights" in f for f in result.flags), result.flags
+    assert result.policy.correct_strict or any(v.name.startswith("policy:") for v in result.policy.violations)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from kernelskill.review.results import Precision
 from kernelskill.review.worker.checks import changed, degenerate, map_tensors, verify_record
+from kernelskill.review.worker.session import Verdict
 
 if TYPE_CHECKING:
     from kernelskill.review.worker.stages import Worker
@@ -27,6 +28,77 @@ def poison(w: Worker) -> None:
         from kernelskill.review.guards import poison_free_cuda_memory
 
         poison_free_cuda_memory(w.device)
+
+
+def weight_storages(module, device) -> dict[int, tuple]:
+    """The storages of a module's floating-point parameters and buffers on `device`'s kind, by address: (storage,
+    dtype)."""
+    from itertools import chain
+
+    out = {}
+    for t in chain(module.parameters(), module.buffers()):
+        if t.device.type == device.type and t.is_floating_point():
+            storage = t.untyped_storage()
+            if storage.nbytes():
+                out[storage.data_ptr()] = (storage, t.dtype)
+    return out
+
+
+def move_candidate(w: Worker) -> None:
+    """Move ModelNew to the device, as KernelBench's harness does before every trial, keeping alive every storage
+    of its weights that the move left behind.
+
+    Moving an `nn.LSTM`/`nn.GRU` re-packs its weights into a new buffer (`flatten_parameters`) and frees the old
+    one; a CUDA graph the candidate captured before keeps reading it. KernelBench's harness passes such a kernel
+    while the caching allocator leaves the freed block alone (CUDA-L1's L3/35, 37, 41, 42) and fails it when the
+    block is reused (L3/39, 2 of 5 trials); poisoning freed memory would fail every one. Kept alive, nothing can
+    reuse or poison the old buffer, so the trials judge the kernel as that harness does when the block is left
+    alone, and `stale_weights_check` then overwrites it once to learn whether the candidate reads it."""
+    model = w.candidate.model
+    before = weight_storages(model, w.device)
+    model.to(w.device)
+    now = weight_storages(model, w.device)
+    for address, kept in before.items():
+        if address not in now:
+            w.left_behind.setdefault(address, kept)
+
+
+def stale_weights_check(w: Worker) -> None:
+    """One more trial with the weight storages that moves left behind overwritten (0xFF bytes: NaN), then restored.
+    A candidate whose outputs change read weights the module no longer holds: the strict-only violation
+    `runtime:stale-weights` (under --rules kernelbench a flag, as KernelBench's harness passes it while the freed
+    block is not reused)."""
+    torch = w.torch
+    current = weight_storages(w.candidate.model, w.device)
+    stale = [storage for address, (storage, _) in w.left_behind.items() if address not in current]
+    if not stale:
+        return
+    views = [torch.empty(0, dtype=torch.uint8, device=s.device).set_(s) for s in stale]
+    saved = [v.clone() for v in views]
+    for v in views:
+        v.fill_(0xFF)
+    try:  # trial 999: apart from the verify trials (from 0) and the time stage's re-checks (from 1000)
+        cmp, _ = one_trial(w, 999, w.req.seeds.trials[0], candidate_first(w), False)
+        problem = None if cmp.ok else cmp.mismatch.reason
+    except Verdict:  # a check that fired (integrity, output type): the verdict it is
+        raise
+    except Exception as exc:  # computing from NaN weights may raise too
+        problem = f"it raised {type(exc).__name__}: {str(exc)[:300]}"
+    finally:
+        for v, s in zip(views, saved):
+            v.copy_(s)
+    size = sum(s.nbytes() for s in stale)
+    if problem is None:
+        return
+    w.policy_violations.append({
+        "name": "runtime:stale-weights",
+        "detail": f"the candidate reads weights its module no longer holds: moving ModelNew to the device again "
+                  f"(as KernelBench's harness does before every trial) left {len(stale)} old weight buffer(s) "
+                  f"behind ({size / 2**20:.1f} MiB; an nn.LSTM/nn.GRU re-packs its weights on every .to()/.cuda()), "
+                  f"and with them overwritten, a trial on get_inputs()' inputs failed: {problem}. A CUDA graph captured before the move "
+                  "keeps reading the freed buffer; capture it again when the weights' addresses change, or read "
+                  "them through the module (KernelBench's harness passes this while the freed block is not "
+                  "reused; --rules kernelbench keeps it as a flag)"})
 
 
 def copy_parameters(w: Worker) -> list[str]:
@@ -71,7 +143,7 @@ def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool,
         return kept
 
     def candidate():
-        w.candidate.model.to(w.device)
+        move_candidate(w)
         poison(w)
         w.tracker.trace = w.cand_trace
         try:
@@ -139,7 +211,10 @@ def verify(w: Worker) -> None:
         error, verify, worst_abs, worst_rel = failure
         w.log.update(verify=verify)
         raise w.log.fail("mismatch", error, max_abs_error=worst_abs, max_rel_error=worst_rel)
+    stale_weights_check(w)
     kernel_policy(w)
+    if w.policy_violations:
+        w.log.update(policy_violations=w.policy_violations)
     note_backend_flags(w)
     w.log.update(flags=sorted(w.flags))
     w.log.end_stage()
@@ -248,4 +323,4 @@ def kernel_policy(w: Worker) -> None:
                                f"({', '.join(sorted(ref_ops))}) besides its own kernels, so PyTorch does the real "
                                "work (--rules kernelbench or --allow-torch-ops accept this)"}
     if violation:
-        w.log.update(policy_violations=[violation])
+        w.policy_violations.append(violation)

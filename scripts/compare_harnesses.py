@@ -21,7 +21,10 @@ from pathlib import Path
 
 
 def ours(run: Path) -> dict[str, dict]:
-    """Task key -> the review of its (only) seed, from run.db."""
+    """Task key -> the review of its (only) seed, from run.db; from a results.json (a run whose folder is gone:
+    commit the summary, not the kernels), each finished task's summary in the review's shape."""
+    if run.is_file():
+        return from_results(run)
     db = sqlite3.connect(f"file:{run / 'run.db'}?mode=ro", uri=True)
     rows = db.execute(
         "select t.name, t.problem_path, r.result_json from reviews r join candidates c on c.id = r.candidate_id "
@@ -30,6 +33,20 @@ def ours(run: Path) -> dict[str, dict]:
     for name, problem, result in rows:
         level = Path(problem).parent.name.removeprefix("level")
         out[f"L{level}/{name}"] = json.loads(result)  # a redone review replaces the abandoned one
+    return out
+
+
+def from_results(path: Path) -> dict[str, dict]:
+    out = {}
+    for t in json.loads(path.read_text())["tasks"]:
+        if t.get("status") != "finished" or not t.get("history"):
+            continue  # pending, or no kernel to review
+        last = t["history"][-1]
+        correct = bool(t.get("success_kernelbench"))
+        out[f"L{t['level']}/{t['name']}"] = {
+            "policy": {"correct_kernelbench": correct, "correct_strict": bool(t.get("success_strict"))},
+            "error_kind": None if correct else t.get("verdict"), "error": None if correct else last.get("reason"),
+            "flags": t.get("flags", []), "speedup": t.get("best_speedup")}
     return out
 
 
@@ -60,7 +77,8 @@ def our_verdict(result: dict) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run", required=True, type=Path, action="append",
-                   help="a bench run folder; repeat it: a later run's reviews replace an earlier one's")
+                   help="a bench run folder, or its results.json; repeat it: a later run's reviews replace an "
+                        "earlier one's")
     p.add_argument("--kb", required=True, type=Path)
     p.add_argument("--json", type=Path)
     args = p.parse_args()

@@ -95,10 +95,10 @@ def stale_weights_check(w: Worker) -> None:
         "detail": f"the candidate reads weights its module no longer holds: moving ModelNew to the device again "
                   f"(as KernelBench's harness does before every trial) left {len(stale)} old weight buffer(s) "
                   f"behind ({size / 2**20:.1f} MiB; an nn.LSTM/nn.GRU re-packs its weights on every .to()/.cuda()), "
-                  f"and with them overwritten, a trial on get_inputs()' inputs failed: {problem}. A CUDA graph captured before the move "
-                  "keeps reading the freed buffer; capture it again when the weights' addresses change, or read "
-                  "them through the module (KernelBench's harness passes this while the freed block is not "
-                  "reused; --rules kernelbench keeps it as a flag)"})
+                  f"and with them overwritten, a trial on get_inputs()' inputs failed: {problem}. A CUDA graph "
+                  "captured before the move keeps reading the freed buffer; capture it again when the weights' "
+                  "addresses change, or read them through the module (KernelBench's harness passes this while the "
+                  "freed block is not reused; --rules kernelbench keeps it as a flag)"})
 
 
 def copy_parameters(w: Worker) -> list[str]:

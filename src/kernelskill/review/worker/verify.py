@@ -35,9 +35,11 @@ def weight_storages(module, device) -> dict[int, tuple]:
     dtype)."""
     from itertools import chain
 
+    import torch
+
     out = {}
     for t in chain(module.parameters(), module.buffers()):
-        if t.device.type == device.type and t.is_floating_point():
+        if t.device.type == device.type and t.is_floating_point() and t.layout == torch.strided:
             storage = t.untyped_storage()
             if storage.nbytes():
                 out[storage.data_ptr()] = (storage, t.dtype)

@@ -378,3 +378,56 @@ def test_a_cache_reached_through_a_link_in_tmp_is_there_under_ncu():
     finally:
         shutil.rmtree(real, ignore_errors=True)
         shutil.rmtree(run, ignore_errors=True)
+
+
+@pytest.mark.skipif(not _mount_namespace() or _landlock() < 1, reason="needs root (a mount namespace) and Landlock")
+@pytest.mark.parametrize("user", [False, True])
+def test_a_worker_gets_a_tmp_of_its_own_that_it_may_write(user):
+    # CUDA-L1's L3/43 writes its sources to /tmp/cuda_extensions at import; the worker could write only its scratch
+    # folder and the kernel failed to import on the H200. Its own /tmp: writable, the machine's files there out of
+    # sight, what it reads from the machine's /tmp bound back read-only, nothing it writes left in the real /tmp
+    import shutil
+    import tempfile
+
+    planted = Path(tempfile.mkdtemp(prefix="kernelskill-planted-", dir="/tmp"))
+    reads = Path(tempfile.mkdtemp(prefix="kernelskill-reads-", dir="/tmp"))
+    folder = f"/tmp/kernelskill-own-tmp-{os.getpid()}-{int(user)}"
+    try:
+        (planted / "secret.txt").write_text("the planted secret")
+        (reads / "data.txt").write_text("needed")
+        os.chmod(reads, 0o755)
+        os.chmod(reads / "data.txt", 0o644)
+        env = confine.environment(None, False, Sandbox(network=False, user=user), read=[str(reads)])
+        env, scratch = confine.scratch_environment(env)
+        program = (
+            "import os, sys\nfrom kernelskill.review import confine\n"
+            "report = confine.apply()\nprint(report['filesystem']['mechanism'])\n"
+            "os.makedirs(sys.argv[1])\nopen(sys.argv[1] + '/k.cu', 'w').write('kernel')\n"
+            "print(open(sys.argv[1] + '/k.cu').read())\nprint(os.path.exists(sys.argv[2]))\n"
+            "print(open(sys.argv[3] + '/data.txt').read())\n"
+            "try:\n    open(sys.argv[3] + '/new.txt', 'w')\n    print('wrote')\n"
+            "except OSError:\n    print('refused')\n"
+            "open('left.txt', 'w').write('scratch')\nprint(os.getcwd())\n")
+        out = subprocess.run([sys.executable, "-c", program, folder, str(planted / "secret.txt"), str(reads)],
+                             env=env, cwd=scratch, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.split("\n")
+        assert lines[0].endswith("/tmp private to this worker"), lines[0]
+        assert lines[1:6] == ["kernel", "False", "needed", "refused", str(scratch)], lines
+        assert not os.path.exists(folder)  # written in the worker's own /tmp only
+        assert not (reads / "new.txt").exists()
+        assert (scratch / "left.txt").read_text() == "scratch"  # the scratch folder is the real one
+    finally:
+        shutil.rmtree(planted, ignore_errors=True)
+        shutil.rmtree(reads, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.skipif(not _mount_namespace() or _landlock() < 1, reason="needs root (a mount namespace) and Landlock")
+def test_a_candidate_that_writes_a_fixed_tmp_path_is_reviewed(tmp_path):
+    from tests.conftest import run_review
+
+    result = run_review("problems/p01_pointwise_gelu_chain.py", "candidates/special/w01_writes_fixed_tmp_path.py",
+                        tmp_path, timing=False)
+    assert result.correct, result.error
+    assert not os.path.exists("/tmp/kernelskill_w01_extension")

@@ -6,9 +6,8 @@ Four layers, each reported as active (with the mechanism), off (turned off by th
   whose name looks like a credential or whose value holds a password in a URL. Applied by the parent.
 - network: no socket but AF_UNIX. A new network namespace where the kernel permits one (root, or unprivileged user
   namespaces), else a seccomp filter on socket(), else Landlock's TCP rules (bind and connect only; ABI 4).
-- filesystem (Landlock): write only the process's scratch folder (its HOME and TMPDIR point there), the build and
-  JIT caches and, where the harness runs as root, a /tmp of the worker's own (a tmpfs in its own mount namespace,
-  what it needs from the machine's /tmp bound back in); read only the Python installation and import path, system libraries and toolchains, the CUDA toolkit,
+- filesystem (Landlock): write only the process's scratch folder (its HOME and TMPDIR point there) and the build and
+  JIT caches; read only the Python installation and import path, system libraries and toolchains, the CUDA toolkit,
   /proc, /sys and the GPU's device files. Not the user's home, not other run folders, not /etc beyond what the
   dynamic linker and user lookups read. Logs arrive as open file descriptors, so log folders need no access.
 - user: a harness running as root drops the worker to uid/gid 65534 (nobody) where everything the worker reads is
@@ -283,8 +282,6 @@ def apply(spec: dict | None = None) -> dict[str, dict]:
         network = "network namespace shared with ncu (loopback only)"
     elif on["network"] and mode != "ncu-target" and "netns" in order and os.geteuid() == 0:  # before dropping root
         network = _try(lambda: osl.network_namespace(user_namespace=False), "network namespace", tried)
-    if on["filesystem"] and mode == "worker" and os.geteuid() == 0:  # before dropping root
-        spec["private_tmp"] = _private_tmp(spec)
     if on["user"]:
         report["user"] = _drop(spec)
     for mechanism in order if on["network"] and network is None and mode != "ncu-target" else ():
@@ -307,26 +304,6 @@ def apply(spec: dict | None = None) -> dict[str, dict]:
     if on["network"]:
         report["network"] = layer("active", network) if network else layer("unavailable", "; ".join(tried))
     return report
-
-
-def _private_tmp(spec: dict) -> bool | str:
-    """A /tmp of the worker's own, which its candidates may write: published kernels write their sources or build
-    folders to fixed paths there (`/tmp/cuda_extensions`), as KernelBench's harness lets them. Everything else in
-    the machine's /tmp is out of sight; what the worker reads there (a Python installation, say) is bound back
-    read-only, what it writes (scratch, caches) as it is. True, or why not (then /tmp stays unwritable)."""
-    env = os.environ
-    writable = [*spec.get("write", []), *(env.get(v, "") for v in (SCRATCH_VAR, "HOME", "TMPDIR", *CACHE_VARS))]
-    drop = spec.get("drop")
-    try:
-        for path in filter(None, writable):  # made in the machine's /tmp, not the tmpfs: the next worker finds them
-            if not os.path.exists(path):
-                os.makedirs(path)
-                if drop:
-                    os.chown(path, drop["uid"], drop["gid"])
-        osl.private_tmp([*spec.get("read", []), *python_roots(), *writable], writable=[w for w in writable if w])
-    except (osl.Unavailable, OSError) as exc:
-        return f"/tmp not writable: no mount namespace of its own ({exc})"
-    return True
 
 
 def _try(fn, name: str, reasons: list[str]):
@@ -401,9 +378,6 @@ def _landlock(spec: dict, abi, filesystem: bool, net: bool, tried: list[str]) ->
         tmp = spec.get("private_tmp")
         return layer("active", f"Landlock ABI {abi}; " + ("/tmp private to ncu and this program" if tmp is True else
                                                           str(tmp or "/tmp shared with the machine")))
-    if filesystem and "private_tmp" in spec:
-        tmp = spec["private_tmp"]
-        return layer("active", f"Landlock ABI {abi}; " + ("/tmp private to this worker" if tmp is True else str(tmp)))
     return layer("active", f"Landlock ABI {abi}")
 
 
@@ -424,8 +398,6 @@ def _filesystem_rules(ruleset: osl.Landlock, spec: dict) -> None:
     writable += [os.environ.get(v) for v in CACHE_VARS]
     if spec.get("mode") == "ncu-target":
         writable.append("/tmp")  # ncu's injected code keeps its own files there, whatever TMPDIR says
-    elif spec.get("private_tmp") is True:
-        writable.append("/tmp")  # the worker's own tmpfs (_private_tmp)
     for path in filter(None, writable):
         os.makedirs(path, exist_ok=True)
         ruleset.allow(path, everything)

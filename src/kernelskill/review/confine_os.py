@@ -35,7 +35,7 @@ _IO_URING_SETUP = 425  # the same on both: io_uring can open sockets without soc
 _LANDLOCK_CREATE, _LANDLOCK_ADD, _LANDLOCK_RESTRICT = 444, 445, 446  # the same on every architecture
 PR_SET_NO_NEW_PRIVS = 38
 CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS = 0x10000000, 0x40000000, 0x00020000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x20, 0x1000, 0x4000, 1 << 18
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 1 << 18
 
 
 def _check(result: int, what: str) -> int:
@@ -115,26 +115,14 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     _check(_LIBC.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount({target})")
 
 
-def private_tmp(keep: list[str], writable: list[str] | None = None) -> list[str]:
+def private_tmp(keep: list[str]) -> list[str]:
     """Move this process into a mount namespace of its own whose /tmp is an empty tmpfs, with the paths of `keep`
     that lie under /tmp bound back in at the same place (as root: it needs CAP_SYS_ADMIN). Returns the paths bound.
-    Other processes' files in /tmp are then out of sight, whatever rights /tmp is given later. With `writable`
-    given, a kept path that is not one of them or inside one is bound back read-only: a right to write /tmp then
-    does not reach, say, a Python installation that lies under /tmp."""
-    rw = [os.path.realpath(w) for w in writable or () if w]
-
-    def can_write(path: str) -> bool:
-        return writable is None or any(path == w or path.startswith(w + "/") for w in rw)
-
-    paths = sorted({os.path.realpath(p) for p in keep if p and os.path.realpath(p).startswith("/tmp/")
+    Other processes' files in /tmp are then out of sight, whatever rights /tmp is given later."""
+    under = sorted({os.path.realpath(p) for p in keep if p and os.path.realpath(p).startswith("/tmp/")
                     and os.path.exists(p)})
-    under: list[str] = []
-    for path in paths:  # parents first; a folder's binding covers what lies in it, unless that is written and it not
-        parent = next((q for q in reversed(under) if path.startswith(q + "/")), None)
-        if parent is None or can_write(parent) != can_write(path):
-            under.append(path)
+    under = [p for p in under if not any(p.startswith(q + "/") for q in under)]  # a folder's binding covers its files
     links = _links_under_tmp(keep)  # a cache reached through a link (/tmp/run/cache -> /tmp/elsewhere) is made again
-    cwd = os.getcwd()
     _unshare(CLONE_NEWNS)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the parent namespace
     # opened in the new namespace (a bind source must be one of its mounts), before /tmp is covered
@@ -145,12 +133,10 @@ def private_tmp(keep: list[str], writable: list[str] | None = None) -> list[str]
             for path, fd in fds:
                 if os.path.isdir(f"/proc/self/fd/{fd}"):
                     os.makedirs(path, exist_ok=True)
-                elif not os.path.exists(path):
+                else:
                     os.makedirs(os.path.dirname(path), exist_ok=True)
                     open(path, "a").close()
                 _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-                if not can_write(path):
-                    _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
             for link, target in links:
                 if not os.path.lexists(link):
                     os.makedirs(os.path.dirname(link), exist_ok=True)
@@ -161,8 +147,6 @@ def private_tmp(keep: list[str], writable: list[str] | None = None) -> list[str]
     finally:
         for _, fd in fds:
             os.close(fd)
-    if cwd.startswith("/tmp/") and os.path.isdir(cwd):
-        os.chdir(cwd)  # the folder bound back, not the one now covered by the tmpfs
     return under
 
 

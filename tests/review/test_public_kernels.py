@@ -46,7 +46,6 @@ def test_fp16_under_autocast_is_read_from_the_code_of_a_real_kernel():
     assert compute_dtypes((DATA / "public/cuda_l1/L3_31_problem.py").read_text()) == []
 
 
-
 def _cuda() -> bool:
     import torch
 

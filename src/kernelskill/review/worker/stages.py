@@ -54,7 +54,7 @@ class Worker:
         self.profiled: set[str] = set()  # GPU kernel names the profiled trial saw
         self.reference_tf32: dict | None = None  # the TF32 switches as the reference's first verify trial saw them
         self.output_bytes = 0  # the most memory the candidate's outputs held in a trial (a broadcast view: ~none)
-        self.left_behind: dict[int, tuple] = {}  # weight storages that moving ModelNew replaced (verify.move_candidate)
+        self.left_behind: dict = {}  # weight storages that moving ModelNew replaced, by address (verify.move_candidate)
         self.policy_violations: list[dict] = []  # strict-only rules broken at run time (the policy section)
 
     # inputs -------------------------------------------------------------------------------------------------

@@ -30,9 +30,8 @@ def poison(w: Worker) -> None:
         poison_free_cuda_memory(w.device)
 
 
-def weight_storages(module, device) -> dict[int, tuple]:
-    """The storages of a module's floating-point parameters and buffers on `device`'s kind, by address: (storage,
-    dtype)."""
+def weight_storages(module, device) -> dict:
+    """The storages of a module's floating-point parameters and buffers on `device`'s kind, by address."""
     from itertools import chain
 
     import torch
@@ -42,7 +41,7 @@ def weight_storages(module, device) -> dict[int, tuple]:
         if t.device.type == device.type and t.is_floating_point() and t.layout == torch.strided:
             storage = t.untyped_storage()
             if storage.nbytes():
-                out[storage.data_ptr()] = (storage, t.dtype)
+                out[storage.data_ptr()] = storage
     return out
 
 
@@ -72,7 +71,7 @@ def stale_weights_check(w: Worker) -> None:
     block is not reused)."""
     torch = w.torch
     current = weight_storages(w.candidate.model, w.device)
-    stale = [storage for address, (storage, _) in w.left_behind.items() if address not in current]
+    stale = [storage for address, storage in w.left_behind.items() if address not in current]
     if not stale:
         return
     views = [torch.empty(0, dtype=torch.uint8, device=s.device).set_(s) for s in stale]

@@ -53,6 +53,9 @@ class Guards(BaseModel):
     device_sync: bool = True  # synchronize the whole device before the stop event (counts side-stream work)
     kernel_policy: bool = True  # the candidate must launch its own kernels and not just re-run the reference's ops
     input_distributions: bool = True  # verify also on inputs scaled x10 and offset +5, not only get_inputs()' own
+    # the verdict decided outside the runner (review/judge.py): trials and a timed batch on seeds the runner learns
+    # late, outputs compared here, the reference timed in a runner of its own; off, the runner's report is the verdict
+    judge: bool = True
 
 
 class Sandbox(BaseModel):

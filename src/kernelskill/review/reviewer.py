@@ -21,6 +21,7 @@ from pathlib import Path
 from kernelskill.candidate import Candidate
 from kernelskill.errors import KernelSkillError, ProblemError
 from kernelskill.problem import Problem, read_problem
+from kernelskill.review import judge
 from kernelskill.review.logs import trim_log
 from kernelskill.review.precision import compute_dtypes, settle
 from kernelskill.review.results import Check, CompileResult, CompileWarmup, PolicyResult, Precision, ReviewResult
@@ -91,12 +92,66 @@ def review(
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kernelskill-review-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "worker.log"
-    request = _request(problem, candidate, settings, device, backend)
+    timeouts = settings.timeouts.model_dump()
+    worker_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox)
     start = time.perf_counter()
-    outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
-                         clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox),
-                         reuse=settings.reuse_worker)
-    return _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem)
+    if not settings.guards.judge:  # the runner's own report is the verdict (tests prove the judge's guards so)
+        outcome = run_worker(_request(problem, candidate, settings, device, backend), timeouts, log_path, worker_env,
+                             reuse=settings.reuse_worker)
+        return _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem)
+    # 1. the reference runner: the problem's code and nothing else, done before any candidate code runs
+    nothing = Candidate(source="", backend="none")
+    seeds = _seeds(settings)  # one draw for both runners: Model and ModelNew are built after the same seed
+    ref_outcome = run_worker(_request(problem, nothing, settings, device, "none", seeds, mode="reference", judged=True),
+                             timeouts, log_dir / "reference.log", worker_env, reuse=settings.reuse_worker)
+    ref_run, ref_worker = None, ref_outcome.worker
+    if ref_worker is None:
+        return _reference_failed(base, ref_outcome, log_dir / "reference.log", time.perf_counter() - start)
+    try:
+        if backend != "cuda" or device != "cpu":  # a CUDA candidate on a CPU is only compile-checked: no trials
+            ref_run = judge.reference_part(ref_worker, Path(ref_worker.scratch) / "judge", device, settings.timing,
+                                           timeouts)
+        ref_worker.kill(keep_scratch=True)
+        if ref_run is not None and ref_run.error:
+            return _reference_failed(base, ref_outcome, log_dir / "reference.log", time.perf_counter() - start,
+                                     ref_run.error)
+        # 2. the candidate runner: its own stages, then the judge's trials and batch; killed after
+        outcome = run_worker(_request(problem, candidate, settings, device, backend, seeds, judged=True), timeouts, log_path,
+                             worker_env, reuse=settings.reuse_worker)
+        report = None
+        if outcome.awaiting:
+            checked_only = outcome.results.compile is not None and outcome.results.compile.checked_only
+            if ref_run is None or checked_only:
+                outcome.worker.kill()
+            else:
+                report = judge.candidate_part(outcome.worker, ref_run, Path(outcome.worker.scratch) / "judge",
+                                              settings.atol, settings.rtol, timeouts,
+                                              outcome.results.timing if settings.timing else None)
+    finally:
+        ref_worker.kill()
+    return _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem, report,
+                    judged=True)
+
+
+def _reference_failed(base: dict, outcome: WorkerOutcome, log_path: Path, wall: float,
+                      error: str | None = None) -> ReviewResult:
+    """The reference runner could not do its part: a problem that does not run raises ProblemError; anything else
+    ends the review without a verdict on the candidate (it never ran), and says why."""
+    verdict = outcome.verdict
+    if verdict is not None and verdict.kind == "bad_problem":
+        raise ProblemError(verdict.error)
+    if error is None:
+        if outcome.timed_out:
+            error = f"the reference runner ran past its {outcome.stage} stage's limit"
+        elif verdict is not None:
+            error = verdict.error
+        else:
+            error = describe_exit(outcome.returncode)
+    tail = "\n".join((log_path.read_text(errors="replace") if log_path.exists() else "").rstrip().splitlines()[-15:])
+    return ReviewResult(**base, stage="load", error_kind="crash", sandbox=outcome.sandbox, log_path=str(log_path),
+                        stage_seconds={"wall": round(wall, 3)},
+                        error=f"the reference runner (the problem's code alone) failed, so the candidate was not "
+                              f"judged: {error}" + (f"\n{tail}" if tail else ""))
 
 
 def _rejection(checks: list[Check]) -> str:
@@ -120,7 +175,7 @@ def source_unreadable(settings: ReviewSettings, backend: str) -> bool:
 
 
 def _request(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str,
-             **build) -> ReviewRequest:
+             seeds: Seeds | None = None, **build) -> ReviewRequest:
     """The worker's request; `build` (mode="build", arch=...) makes it a prebuild's."""
     unreadable = source_unreadable(settings, backend)
     return ReviewRequest(
@@ -136,7 +191,7 @@ def _request(problem: Problem, candidate: Candidate, settings: ReviewSettings, d
         warmup=settings.resolved_warmup(device),
         iters=settings.resolved_iters(device),
         settings=settings,
-        seeds=_seeds(settings),
+        seeds=seeds or _seeds(settings),
         **build,
     )
 
@@ -275,8 +330,10 @@ def gpu_arch() -> str | None:
 
 
 def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_path: Path, wall: float,
-             strict_only: list[Check] | None = None, problem: Problem | None = None) -> ReviewResult:
-    """The review's result: what the stages reported, then the verdict (the worker's, a timeout or a crash)."""
+             strict_only: list[Check] | None = None, problem: Problem | None = None,
+             report: judge.JudgeReport | None = None, judged: bool = False) -> ReviewResult:
+    """The review's result: what the runner's stages reported (hints), then the verdict: the runner's own failure
+    (a candidate can only lower its verdict), a timeout or a crash seen from here, or the judge's `report`."""
     found = outcome.results
     log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
     result = dict(base)
@@ -306,15 +363,43 @@ def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_p
             result["compile"] = CompileResult(ok=False, backend=base["backend"], errors=verdict.compile_errors or verdict.error)
         if verdict.kind in ("runtime_error", "mismatch", "rejected", "crash"):
             result["correct"] = False
+    elif outcome.awaiting and report is None:  # a CUDA candidate on a CPU: compiled, nothing ran
+        result.update(stage=None, error=None, correct=False)
+    elif outcome.awaiting and not report.ok:
+        result.update(stage="time" if report.check == "judge:batch-outputs" else "verify",
+                      error_kind=report.error_kind, error=report.error, correct=False, speedup=None, ref_ms=None,
+                      candidate_ms=None, speedup_vs_compile=None)
+        if report.max_abs_error is not None:
+            result.update(max_abs_error=report.max_abs_error, max_rel_error=report.max_rel_error)
+        if report.check:
+            result["checks"] = [Check(name=report.check, detail=report.error)]
+    elif outcome.awaiting:
+        result.update(stage=None, error=None, correct=True)
+        if report.max_abs_error is not None:
+            result.update(max_abs_error=max(report.max_abs_error, found.max_abs_error or 0.0),
+                          max_rel_error=max(report.max_rel_error or 0.0, found.max_rel_error or 0.0))
+        timing = report.timing
+        if timing is not None:
+            result.update(timing=timing, ref_ms=timing.reference.mean_ms, candidate_ms=timing.candidate.mean_ms,
+                          speedup=timing.speedup, speedup_vs_compile=timing.speedup_vs_compile,
+                          compile_ms=timing.compiled_reference.mean_ms if timing.compiled_reference else None)
     elif not outcome.finished:
         tail = "\n".join(log_text.rstrip().splitlines()[-15:])
         result.update(stage=outcome.stage, error_kind="crash",
                       error=f"{describe_exit(outcome.returncode)} during the {outcome.stage} stage" + (f":\n{tail}" if tail else ""))
-    else:
+    elif not judged:
         checked_only = found.compile is not None and found.compile.checked_only
         result.update(stage=None, error=None, correct=not checked_only)
+    else:  # a judged runner ends a review by waiting for the judge, never with `done` alone
+        result.update(stage=outcome.stage or "load", error_kind="crash", correct=False,
+                      error="the candidate's runner ended its review without waiting for the judge's checks; what "
+                            "it reported cannot be taken as a verdict")
+    if judged and not result.get("correct"):  # a runner's figures for a candidate the judge did not pass: hints only
+        result.update(speedup=None, ref_ms=None, candidate_ms=None, speedup_vs_compile=None, compile_ms=None)
     # a stage that did not finish still gets its elapsed share in the log; flags always survive
-    result["flags"] = list(found.flags or [])
+    result["flags"] = list(found.flags or []) + (report.flags if report else [])
+    if report and report.batch:
+        result["stage_seconds"]["judge_batch"] = report.batch.get("candidate_wall_s")
     result["precision"] = settle(found.precision, base["precision"].compute_dtypes,
                                  found.verify is not None and found.verify.ok,
                                  found.kernels.profiled_kernels if found.kernels else ())

@@ -35,13 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review import confine
-from kernelskill.review.wire import (DoneMessage, ReadyMessage, ReviewRequest, StageMessage, StageResults,
-                                     StageSecondsMessage, UpdateMessage, VerdictMessage, decode)
+from kernelskill.review.wire import (AwaitingMessage, Command, CommandDone, DoneMessage, ReadyMessage, ReviewRequest,
+                                     StageMessage, StageResults, StageSecondsMessage, UpdateMessage, VerdictMessage,
+                                     decode)
 from kernelskill.review.confine import SECRET_NAME  # noqa: F401  (names that never reach candidate code)
 
 # Verdicts after which a worker may serve another review: the candidate ran (or failed to build) as ordinary code.
 # After a crash, a timeout, a rejection (a candidate that tried to cheat) or a harness error it is replaced.
 REUSABLE_AFTER = {None, "mismatch", "compile_error", "runtime_error", "bad_candidate"}
+STAGES = ("load", "compile", "verify", "time")  # the order a worker announces them in
+MAX_MESSAGE = 64 << 20  # the longest line a worker's message may take
 MAX_REVIEWS_PER_WORKER = 100  # a fresh process now and then bounds whatever slowly leaks
 MAX_IDLE_WORKERS = 4  # idle workers kept across all environments (each holds a CUDA context on its GPU)
 IDLE_SECONDS = 120  # an idle worker or spare of another environment unused this long is stopped (its phase is over)
@@ -71,6 +74,8 @@ class WorkerOutcome:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     sandbox: dict[str, dict] = field(default_factory=dict)  # layer -> its state in the worker (confine.apply)
     reused: bool = False  # served by a worker that had served before
+    awaiting: bool = False  # its stages are over and it waits for the judge's commands (the caller holds it)
+    worker: "WorkerProcess | None" = None  # the worker, when awaiting: the caller kills it when done with it
 
 
 class WorkerProcess:
@@ -127,7 +132,12 @@ class WorkerProcess:
         except (BrokenPipeError, OSError):
             return False
 
-    def kill(self) -> int | None:
+    def kill(self, keep_scratch: bool = False) -> int | None:
+        """Kill the worker and everything it started; its scratch folder goes too unless `keep_scratch` (the judge
+        still reads files there: it removes the folder itself)."""
+        if self.proc.returncode is not None and not keep_scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            return self.proc.returncode
         kill_tree(self.proc.pid)
         try:
             code = self.proc.wait(timeout=30)
@@ -138,54 +148,96 @@ class WorkerProcess:
                 close()
             except OSError:
                 pass
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if not keep_scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         return code
 
     def serve(self, request: ReviewRequest, timeouts: dict[str, float]) -> WorkerOutcome:
-        """Send one review and collect its messages until the worker says it is done, dies, or runs out of time."""
+        """Send one review and collect its messages until the worker says it is done or waits for commands, dies, or
+        runs out of time.
+
+        The time limits are this side's: each stage's clock starts when the worker first announces the stage, stages
+        only move forward (announcing a stage again, or an earlier one, restarts nothing), and the whole review is
+        held to the sum of the stage limits however the worker announces them."""
         outcome = WorkerOutcome()
         # a worker started for this review: its start-up is the review's, and counts against the load stage's limit;
         # a spare's start-up before the review asked for it is not
         began = self.started if self.served == 0 and self.startup_log is None else time.monotonic()
-        stage_started = began
+        stage_deadline = began + timeouts["load"]
+        total_deadline = began + sum(timeouts[name] for name in STAGES)
+        reached = -1  # the furthest stage announced
         self.served += 1
-        limit = timeouts["load"]
         outcome.sandbox = self.sandbox
         if not self.send(request):
             outcome.returncode = self.kill()
             return outcome
-        while not outcome.finished:
-            remaining = stage_started + limit - time.monotonic()
+        while not (outcome.finished or outcome.awaiting):
+            remaining = min(stage_deadline, total_deadline) - time.monotonic()
             if remaining <= 0:
                 outcome.timed_out = True
+                outcome.stage = outcome.stage or "load"
                 break
-            ready, _, _ = select.select([self.read_fd], [], [], min(remaining, 0.5))
-            if not ready:
-                continue
-            chunk = os.read(self.read_fd, 1 << 16)
-            if not chunk:
+            messages = self._read(min(remaining, 0.5))
+            if messages is None:
                 break  # the worker died mid-review
-            self.buffer += chunk
-            *lines, self.buffer = self.buffer.split(b"\n")
-            for line in lines:
-                message = decode(line)
+            for message in messages:
                 if isinstance(message, ReadyMessage):
                     outcome.stage_seconds["start"] = round(time.monotonic() - began, 3)
                     self.sandbox = outcome.sandbox = message.sandbox
                 elif isinstance(message, StageMessage):
-                    outcome.stage = message.stage
-                    stage_started, limit = time.monotonic(), timeouts[message.stage]
+                    index = STAGES.index(message.stage)
+                    if index > reached:
+                        reached, outcome.stage = index, message.stage
+                        stage_deadline = time.monotonic() + timeouts[message.stage]
                 elif isinstance(message, UpdateMessage):
                     outcome.results = outcome.results.merged(message.data)
                 elif isinstance(message, StageSecondsMessage):
                     outcome.stage_seconds[message.stage] = message.seconds
                 elif isinstance(message, VerdictMessage):
                     outcome.verdict = message
+                elif isinstance(message, AwaitingMessage):
+                    outcome.awaiting = True
+                    break
                 elif isinstance(message, DoneMessage):
                     outcome.done, outcome.finished = message, True
         if self.served == 1 and self.startup_log is not None and request.log_path:
             self._hand_over_startup_log(Path(request.log_path))
         return outcome
+
+    def _read(self, timeout: float) -> list | None:
+        """The whole messages that arrived within `timeout` (an empty list: none yet); None when the pipe closed."""
+        ready, _, _ = select.select([self.read_fd], [], [], timeout)
+        if not ready:
+            return []
+        chunk = os.read(self.read_fd, 1 << 16)
+        if not chunk:
+            return None
+        self.buffer += chunk
+        if len(self.buffer) > MAX_MESSAGE:  # a line this long is no message of ours: the worker is not believed
+            return None
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return [m for m in (decode(line) for line in lines) if m is not None]
+
+    def command(self, command: Command, limit: float) -> tuple[CommandDone | None, float]:
+        """Send one judge command to a worker that waits for them; (its answer, None when it died or ran past
+        `limit`; the wall seconds from sending it to the answer, by this process's clock)."""
+        start = time.perf_counter()
+        try:
+            self.proc.stdin.write(command.model_dump_json().encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return None, 0.0
+        if command.name == "end":
+            return None, 0.0
+        deadline = time.monotonic() + limit
+        while (remaining := deadline - time.monotonic()) > 0:
+            messages = self._read(min(remaining, 0.5))
+            if messages is None:
+                return None, time.perf_counter() - start
+            for message in messages:
+                if isinstance(message, CommandDone) and message.name == command.name:
+                    return message, time.perf_counter() - start
+        return None, time.perf_counter() - start
 
     def _hand_over_startup_log(self, log_path: Path) -> None:
         """A spare's start-up output (a warning, or the traceback of a start that failed) into its first review's
@@ -221,15 +273,19 @@ class WorkerPool:
         key = (request.device, request.mode == "warm", tuple(sorted(env.items())))
         self._expire(key)
         log_path.write_bytes(b"")  # this review's log, fresh
-        worker = self._take(key) if reuse else None
+        # a judged runner serves one review and is killed after it: only a spare (never a used worker) is taken
+        worker = self._take(key, spare_only=request.judged) if reuse else None
         if worker is None:
             worker = WorkerProcess(env, request.device, log_path)
         if reuse:
             self._top_up(key, env, request.device)
         outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts)
+        if outcome.awaiting:
+            outcome.worker = worker
+            return outcome
         done, verdict = outcome.done, outcome.verdict
         outcome.reused = worker.served > 1
-        keep = (reuse and outcome.finished and done is not None and done.reusable and worker.alive()
+        keep = (reuse and not request.judged and outcome.finished and done is not None and done.reusable and worker.alive()
                 and (verdict.kind if verdict else None) in REUSABLE_AFTER and worker.served < MAX_REVIEWS_PER_WORKER
                 # a warm-up worker only after a compile that worked: one whose compile pool broke (seen on the
                 # H200: "Could not find an active GPU backend" in Inductor's subprocess) would fail every later one
@@ -244,10 +300,10 @@ class WorkerPool:
                     log.write(f"[kernelskill] worker {worker.pid} retired: {'; '.join(done.unfit)}\n")
         return outcome
 
-    def _take(self, key: tuple) -> WorkerProcess | None:
+    def _take(self, key: tuple, spare_only: bool = False) -> WorkerProcess | None:
         """A warm idle worker of this environment, else its oldest spare; None: start one."""
         with self._lock:
-            for i, (k, w) in enumerate(self._idle):
+            for i, (k, w) in enumerate([] if spare_only else self._idle):
                 if k == key:
                     del self._idle[i]
                     if w.alive():

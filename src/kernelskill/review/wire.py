@@ -55,7 +55,9 @@ class ReviewRequest(_Wire):
     iters: int
     settings: ReviewSettings
     seeds: Seeds
-    mode: Literal["review", "build", "warm"] = "review"
+    mode: Literal["review", "build", "warm", "reference"] = "review"
+    # after its stages the runner waits for the judge's commands (`Command`) instead of ending the review
+    judged: bool = False
     arch: str | None = None  # build: the compute capability to build for ("9.0")
     prebuild_call_s: int = PREBUILD_CALL_S  # build: how long ModelNew may take on meta tensors
     log_path: str | None = None  # this review's log file, set by the worker pool
@@ -146,6 +148,31 @@ class VerdictMessage(_Wire):
     compile_errors: str | None = None  # compile_error: the compiler's lines, trimmed
 
 
+class AwaitingMessage(_Wire):
+    """The runner's stages are over and it waits for the judge's commands on stdin."""
+
+    type: Literal["awaiting"] = "awaiting"
+
+
+class Command(_Wire):
+    """One thing the judge asks of a runner that waits (review/judge.py): `outputs` (one call per seed, each output
+    written to out_dir/<i>.out), `batch` (the same, back to back, timed by the judge), `time_reference`, `stateful`
+    (reference runner only) and `end`."""
+
+    name: Literal["outputs", "batch", "time_reference", "stateful", "end"]
+    seeds: list[int] = Field(default_factory=list)
+    out_dir: str | None = None
+
+
+class CommandDone(_Wire):
+    """A command's end: what the runner says of it (never a verdict: the judge checks the files and the time)."""
+
+    type: Literal["command_done"] = "command_done"
+    name: str
+    info: dict = Field(default_factory=dict)
+    error: str | None = None  # the command raised: what, in one line
+
+
 class DoneMessage(_Wire):
     """The review is over; whether this process may serve another one, and if not, why."""
 
@@ -155,7 +182,7 @@ class DoneMessage(_Wire):
 
 
 Message = Annotated[Union[ReadyMessage, StageMessage, UpdateMessage, StageSecondsMessage, VerdictMessage,
-                          DoneMessage], Field(discriminator="type")]
+                          AwaitingMessage, CommandDone, DoneMessage], Field(discriminator="type")]
 _MESSAGE = TypeAdapter(Message)
 
 

@@ -9,8 +9,8 @@ import time
 import traceback
 from pathlib import Path
 
-from kernelskill.review.wire import (DoneMessage, ReadyMessage, ReviewRequest, StageMessage, StageResults,
-                                     StageSecondsMessage, UpdateMessage, VerdictMessage)
+from kernelskill.review.wire import (AwaitingMessage, Command, CommandDone, DoneMessage, ReadyMessage, ReviewRequest,
+                                     StageMessage, StageResults, StageSecondsMessage, UpdateMessage, VerdictMessage)
 from kernelskill.review.worker.session import Channel, Session, Verdict
 from kernelskill.review.worker.stages import Worker
 
@@ -85,6 +85,9 @@ def serve(channel: Channel, session: Session, request: ReviewRequest, fds=None, 
                                     error=f"review worker error in stage {worker.log.name}: {type(exc).__name__}: {exc}"))
     if worker.inputs_s:
         channel.send(StageSecondsMessage(stage="inputs", seconds=round(worker.inputs_s, 3)))
+    if request.judged and kind is None:
+        if not commands(channel, worker):
+            kind = "crash"
     unfit = ["the review ended in a crash"] if kind == "crash" else []
     try:
         del worker
@@ -97,6 +100,36 @@ def serve(channel: Channel, session: Session, request: ReviewRequest, fds=None, 
     sys.stdout.flush()
     sys.stderr.flush()
     channel.send(DoneMessage(reusable=not unfit, unfit=unfit))
+
+
+def commands(channel: Channel, worker: Worker) -> bool:
+    """Serve the judge's commands (wire.Command, one JSON line each on stdin) until `end`; False when stdin closed
+    first. A command that raises is answered with its error: the judge decides what that means."""
+    from kernelskill.review.worker import judged
+    from kernelskill.review.worker.session import Verdict
+
+    channel.send(AwaitingMessage())
+    role = "reference" if worker.req.mode == "reference" else "candidate"
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        command = Command.model_validate_json(line)
+        if command.name == "end":
+            return True
+        try:
+            if command.name == "time_reference":
+                info = judged.time_reference(worker, command.seeds)
+            elif command.name == "stateful":
+                info = {"stateful": judged.stateful(worker, command.seeds[0])}
+            else:
+                info = judged.COMMANDS[command.name](worker, role, command.seeds, command.out_dir)
+            channel.send(CommandDone(name=command.name, info=info))
+        except Verdict as verdict:
+            channel.send(CommandDone(name=command.name, error=verdict.message.error[:2000]))
+        except BaseException as exc:  # noqa: BLE001 - reported to the judge, and in the log in full
+            traceback.print_exc()
+            channel.send(CommandDone(name=command.name, error=f"{type(exc).__name__}: {str(exc)[:2000]}"))
+    return False
 
 
 def main() -> None:

@@ -64,6 +64,7 @@ class Worker:
 
         start = time.perf_counter()
         values = None
+        random.seed(seed)  # a get_inputs() drawing from Python's generator too gives the same inputs in every runner
         if self.device.type == "cuda" and self.on_device_inputs:
             # Made on the GPU (factory calls default to it), not on the CPU and copied: seconds less per input set
             # for large problems. A get_inputs() that needs the CPU falls back to the CPU for the whole review.
@@ -74,9 +75,11 @@ class Worker:
             except Exception:  # noqa: BLE001 - the problem's code, not the candidate's: retried on the CPU below
                 self.on_device_inputs = False
         if values is None:
+            random.seed(seed)
             self.torch.manual_seed(seed)
             values = call_entry(self.problem, self.loaded.get_inputs, "get_inputs")
         self.torch.manual_seed(random.SystemRandom().getrandbits(63))
+        random.seed(random.SystemRandom().getrandbits(63))
         values = [v.to(self.device) if isinstance(v, self.torch.Tensor) else v for v in values]
         self.inputs_s += time.perf_counter() - start  # the problem's own cost, inside the stages' seconds
         return values
@@ -228,6 +231,9 @@ class Worker:
             return
         if self.req.mode == "warm":
             warm(self)
+            return
+        if self.req.mode == "reference":  # the problem's code only; the judge's commands follow (judged.py)
+            self.load()
             return
         self.load()
         self.compile()

@@ -1,0 +1,110 @@
+"""The trust boundary on a GPU: each case reviewed with the judge on (the verdict decided outside the runner,
+review/judge.py) and off (the runner's own report, as before), side by side in one run: verdicts, speedups and
+the wall time of a review, so the judge's price is a ratio measured here.
+
+    python scripts/trust_check.py --out DIR [--only NAME,...] [--spares 2]
+
+Prints a table; with --out writes trust.json there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+DATA = ROOT / "tests" / "data"
+
+from kernelskill.candidate import read_candidate  # noqa: E402
+from kernelskill.review.reviewer import review  # noqa: E402
+from kernelskill.settings import Guards, ReviewSettings  # noqa: E402
+
+P01 = "problems/p01_pointwise_gelu_chain.py"
+G01 = "problems/gpu/g01_pointwise_chain_64m.py"
+PUB = "public/cuda_l1"
+# (name, problem, candidate, rules, what the judge must say: correct / not correct / a flag it must raise)
+CASES = [
+    ("honest triton p01", P01, "candidates/p01_pointwise_gelu_chain/triton_ok.py", "strict", "correct"),
+    ("honest triton g01 64M", G01, "candidates/g01_pointwise_chain_64m/triton_ok.py", "strict", "correct"),
+    ("honest cuda g01 64M", G01, "candidates/g01_pointwise_chain_64m/cuda_ok.py", "strict", "correct"),
+    ("CUDA-L1 L1/17", f"{PUB}/L1_17_problem.py", f"{PUB}/L1_17_kernel.py", "kernelbench", "correct"),
+    ("CUDA-L1 L2/68", f"{PUB}/L2_68_problem.py", f"{PUB}/L2_68_kernel.py", "kernelbench", "correct"),
+    ("CUDA-L1 L3/31", f"{PUB}/L3_31_problem.py", f"{PUB}/L3_31_kernel.py", "kernelbench", "correct"),
+    ("forged verdict", P01, "attacks/forged_verdict.py", "kernelbench", "not correct"),
+    ("garbage after checks", P01, "attacks/garbage_later.py", "kernelbench", "not correct"),
+    ("fingerprint cache", P01, "attacks/fingerprint_cache.py", "kernelbench", "timing_unconfirmed"),
+    ("reference sabotage", P01, "attacks/reference_sabotage.py", "kernelbench", "reference_slowed"),
+    ("side stream (cheat)", P01, "cheats/side_stream.py", "kernelbench", "correct"),
+    ("cached output (cheat)", P01, "cheats/cache_call_count.py", "kernelbench", "not correct"),
+]
+
+
+def run(case, judge: bool, log_dir: Path) -> dict:
+    name, problem, cand, rules, _ = case
+    guards = Guards(static_checks=not name.startswith(("forged", "garbage", "fingerprint", "reference sab")),
+                    integrity=name != "reference sabotage", judge=judge)
+    settings = ReviewSettings(device="cuda", rules=rules, guards=guards)
+    start = time.perf_counter()
+    result = review(DATA / problem, read_candidate(DATA / cand, None), settings, log_dir=log_dir)
+    wall = time.perf_counter() - start
+    return {"correct": result.correct, "error_kind": result.error_kind, "error": (result.error or "")[:300],
+            "speedup": result.speedup, "flags": [f.split(":")[0] for f in result.flags], "wall_s": round(wall, 2),
+            "stage_seconds": result.stage_seconds}
+
+
+def holds(expect: str, r: dict) -> bool:
+    if expect == "correct":
+        return r["correct"]
+    if expect == "not correct":
+        return not r["correct"]
+    return expect in r["flags"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--only", default="")
+    parser.add_argument("--spares", type=int, default=2, help="spare runners kept starting (as an evaluator does)")
+    args = parser.parse_args()
+    from kernelskill.review.sandbox import POOL
+
+    POOL.spares = args.spares
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    rows = []
+    logs = (args.out or Path("/tmp/trust")) / "logs"
+    for i, case in enumerate(CASES):
+        if only and not any(o in case[0] for o in only):
+            continue
+        row = {"case": case[0], "expect": case[4]}
+        for judge in (True, False):
+            try:
+                row["on" if judge else "off"] = run(case, judge, logs / f"{i}-{'on' if judge else 'off'}")
+            except Exception as exc:  # noqa: BLE001 - a row that says what broke
+                row["on" if judge else "off"] = {"correct": False, "error_kind": "harness",
+                                                 "error": f"{type(exc).__name__}: {exc}", "speedup": None,
+                                                 "flags": [], "wall_s": None}
+        row["holds"] = holds(case[4], row["on"])
+        rows.append(row)
+        on, off = row["on"], row["off"]
+        print(f"{case[0]:<24} judge: {'ok' if row['holds'] else 'FAILS':<5} "
+              f"{str(on['correct']):<5} {on['speedup'] or 0:8.2f}x {on['wall_s'] or 0:6.1f}s | runner only: "
+              f"{str(off['correct']):<5} {off['speedup'] or 0:8.2f}x {off['wall_s'] or 0:6.1f}s  "
+              f"{on['error_kind'] or ''} {','.join(f for f in on['flags'] if f in ('timing_unconfirmed', 'reference_slowed'))}",
+              flush=True)
+    honest = [r for r in rows if r["expect"] == "correct" and r["on"]["wall_s"] and r["off"]["wall_s"]]
+    if honest:
+        ratio = statistics.median(r["on"]["wall_s"] / r["off"]["wall_s"] for r in honest)
+        print(f"\nmedian review wall time, judge on / runner only, over {len(honest)} honest cases: {ratio:.2f}x")
+    print(f"judge holds in {sum(r['holds'] for r in rows)} of {len(rows)} cases")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "trust.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

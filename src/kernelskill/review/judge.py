@@ -1,0 +1,249 @@
+"""The judging side of a review: the checks that decide a verdict, made in this process, where no problem or
+candidate code ever ran.
+
+Two runners do the running. The reference runner has run the problem's code and nothing else. The candidate runner
+has run the candidate and, after its own stages, still waits for commands; it is killed when the judge is done with
+it and never serves another review. A runner's own report (its stages' results) is a hint that can only lower the
+verdict: this module establishes everything a candidate could want raised.
+
+- Correctness: the judge draws fresh seeds, the reference runner writes the reference's outputs for them, the
+  candidate runner then (and only then) learns the seeds and writes the candidate's; the judge compares the files.
+- Time: the reference's time comes from the reference runner, timed before the candidate runner has seen any
+  candidate code; the candidate runner's own timing of the reference may be slower than that by REF_SLACK at most.
+  The candidate's event time is held against physics: both runners run one batch of calls on fresh inputs made
+  from seeds they learn only then, back to back, every output written out before they answer, and the judge times
+  each batch with its own clock. Their difference, less the reference's own time per call, bounds what the
+  candidate's calls really took: an event time the wall clock does not confirm is replaced by it. After the
+  candidate's batch its runner is killed, and the outputs of calls the judge picks only then are compared.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelskill.review.compare import compare_outputs
+from kernelskill.review.exchange import ExchangeError, read_outputs
+from kernelskill.review.results import Mismatch, TimingResult, TimingStats
+from kernelskill.review.wire import Command
+
+JUDGE_TRIALS = 3  # trials on seeds only the judge knew
+BATCH_PICKS = 6  # outputs of the candidate's batch compared, picked after it answered
+BATCH_TARGET_S = {"cuda": 0.1, "cpu": 0.05}  # the reference's share of a batch: long against the judge's latency
+BATCH_BYTES = 2 << 30  # inputs and outputs a batch may hold at once
+MIN_BATCH, MAX_BATCH = 3, 2000
+REF_SLACK = 0.05  # the candidate runner's reference may be this much slower than the reference runner's
+WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's clock than by its own events
+WALL_ABS_S = 0.002  # plus this much per batch: the judge's own latency (pipes, process wake-ups)
+MAX_SAMPLES = 100_000
+
+
+@dataclass
+class ReferenceRun:
+    """What the reference runner produced for one review, and where its files are."""
+
+    folder: Path
+    trial_seeds: list[int]
+    batch_seeds: list[int]
+    stats: TimingStats | None = None  # the reference timed in the reference runner
+    host_ms: float | None = None  # its median host time to enqueue one call
+    batch_wall_s: float | None = None
+    output_bytes: int = 0  # one call's outputs
+    stateful: bool = False
+    error: str | None = None  # why the reference runner could not do its part (the review then fails closed)
+
+
+@dataclass
+class JudgeReport:
+    """The judge's findings on one candidate: they decide the verdict (reviewer.py applies them)."""
+
+    ok: bool = False  # the candidate's outputs matched on every judged trial and picked batch call
+    error_kind: str | None = None  # "mismatch", "rejected" or "crash" when not ok
+    error: str | None = None
+    check: str | None = None  # the check's name for a rejection
+    mismatch: Mismatch | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    flags: list[str] = field(default_factory=list)
+    timing: TimingResult | None = None  # the runner's timing, bounded
+    batch: dict = field(default_factory=dict)  # sizes and wall times, for the record
+
+
+def draw_seeds(n: int) -> list[int]:
+    return [secrets.randbits(62) for _ in range(n)]
+
+
+def _run(worker, command: Command, limit: float) -> tuple[dict | None, float, str | None]:
+    """(info, wall seconds, error) of one command; error says why there is no answer."""
+    done, wall = worker.command(command, limit)
+    if done is None:
+        return None, wall, f"the runner gave no answer to `{command.name}` within {limit:g} s (it died or hung)"
+    if done.error:
+        return None, wall, done.error
+    return done.info, wall, None
+
+
+def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict[str, float]) -> ReferenceRun:
+    """Everything the reference runner does for a review, before the candidate runner has run any candidate code."""
+    run = ReferenceRun(folder=folder, trial_seeds=draw_seeds(JUDGE_TRIALS), batch_seeds=[])
+    info, _, error = _run(worker, Command(name="stateful", seeds=draw_seeds(1)), limits["verify"])
+    if error:
+        run.error = f"checking whether the reference keeps state across calls failed: {error}"
+        return run
+    run.stateful = bool(info.get("stateful"))
+    info, _, error = _run(worker, Command(name="outputs", seeds=run.trial_seeds, out_dir=str(folder / "trials")),
+                          limits["verify"])
+    if error:
+        run.error = f"the reference's outputs for the judge's trials: {error}"
+        return run
+    run.output_bytes = int(info.get("bytes", 0)) // max(1, len(run.trial_seeds))
+    if not timing:
+        return run
+    info, _, error = _run(worker, Command(name="time_reference", seeds=draw_seeds(3)), limits["time"])
+    if error:
+        run.error = f"timing the reference in its own runner failed: {error}"
+        return run
+    run.stats = _stats(info.get("reference"))
+    run.host_ms = info.get("host_ms")
+    if run.stats is None:
+        run.error = "the reference runner's timing was not usable"
+        return run
+    per_call_s = max(run.stats.median_ms, run.host_ms or 0.0) / 1e3
+    size = BATCH_BYTES // max(1, 2 * run.output_bytes + int(info.get("input_bytes", 0)))
+    count = min(MAX_BATCH, size, max(MIN_BATCH, math.ceil(BATCH_TARGET_S[device] / max(per_call_s, 1e-7))))
+    run.batch_seeds = draw_seeds(max(MIN_BATCH, count))
+    info, run.batch_wall_s, error = _run(worker, Command(name="batch", seeds=run.batch_seeds,
+                                                         out_dir=str(folder / "batch")), limits["time"])
+    if error:
+        run.error = f"the reference's batch failed: {error}"
+    return run
+
+
+def _stats(raw) -> TimingStats | None:
+    """Stats recomputed from a runner's samples (its mean, median … are not taken as given); None if unusable."""
+    try:
+        samples = [float(s) for s in raw["samples_ms"]]
+    except (TypeError, KeyError, ValueError):
+        return None
+    if not samples or len(samples) > MAX_SAMPLES or not all(math.isfinite(s) and s > 0 for s in samples):
+        return None
+    return TimingStats.from_samples(samples)
+
+
+def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: float, rtol: float,
+                   max_bytes: int) -> tuple[bool, str | None, Mismatch | None, float, float]:
+    """(ok, why not, mismatch, max abs, max rel) over the files of these indices."""
+    worst_abs = worst_rel = 0.0
+    for n, i in enumerate(indices):
+        try:
+            expected = read_outputs(ref_dir / f"{i}.out", max_bytes=1 << 62)
+        except ExchangeError as exc:
+            raise RuntimeError(f"the reference runner's outputs could not be read: {exc}") from None
+        try:
+            got = read_outputs(cand_dir / f"{i}.out", max_bytes=max_bytes)
+        except ExchangeError as exc:
+            return False, f"call {n + 1}: {exc}", None, worst_abs, worst_rel
+        cmp = compare_outputs(expected, got, atol, rtol, n)
+        worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
+        if not cmp.ok:
+            return False, cmp.mismatch.reason, cmp.mismatch, worst_abs, worst_rel
+    return True, None, None, worst_abs, worst_rel
+
+
+def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rtol: float,
+                   limits: dict[str, float], runner_timing: TimingResult | None) -> JudgeReport:
+    """The judge's trials and batch on a candidate runner that waits for commands; kills the runner at the end."""
+    report = JudgeReport()
+    max_bytes = 4 * ref.output_bytes + (1 << 20)
+    try:
+        if ref.stateful:
+            report.flags.append("judge_trials_skipped: the reference answers the same inputs differently from call "
+                                "to call (it keeps state), so only the runner's own lockstep trials compared outputs")
+        else:
+            info, _, error = _run(worker, Command(name="outputs", seeds=ref.trial_seeds,
+                                                  out_dir=str(cand_folder / "trials")), limits["verify"])
+            if error:
+                return _fail(report, "runtime_error", f"on the judge's trials the candidate failed: {error}")
+            ok, why, mismatch, report.max_abs_error, report.max_rel_error = _compare_files(
+                ref.folder / "trials", cand_folder / "trials", list(range(len(ref.trial_seeds))), atol, rtol,
+                max_bytes)
+            if not ok:
+                report.mismatch = mismatch
+                return _fail(report, "mismatch", f"judge's trial on fresh inputs: {why}")
+        if ref.batch_seeds and runner_timing is not None:
+            info, wall, error = _run(worker, Command(name="batch", seeds=ref.batch_seeds,
+                                                     out_dir=str(cand_folder / "batch")), limits["time"])
+            worker.kill(keep_scratch=True)  # nothing it started may touch the files from here on
+            if error:
+                return _fail(report, "runtime_error", f"in the judge's batch of calls the candidate failed: {error}")
+            picks = sorted(secrets.SystemRandom().sample(range(len(ref.batch_seeds)),
+                                                         min(BATCH_PICKS, len(ref.batch_seeds))))
+            if not ref.stateful:
+                ok, why, mismatch, _, _ = _compare_files(ref.folder / "batch", cand_folder / "batch", picks, atol,
+                                                         rtol, max_bytes)
+                if not ok:
+                    report.mismatch = mismatch
+                    return _fail(report, "rejected", f"outputs of calls in a batch timed by the judge differ from the "
+                                 f"reference ({why}); every call must compute its result", check="judge:batch-outputs")
+            report.timing, flags = bound_timing(runner_timing, ref, wall, len(ref.batch_seeds))
+            report.flags += flags
+            report.batch = {"calls": len(ref.batch_seeds), "reference_wall_s": round(ref.batch_wall_s, 6),
+                            "candidate_wall_s": round(wall, 6), "checked_calls": picks}
+    finally:
+        worker.kill()
+        shutil.rmtree(cand_folder, ignore_errors=True)
+    report.ok = True
+    return report
+
+
+def _fail(report: JudgeReport, kind: str, error: str, check: str | None = None) -> JudgeReport:
+    report.ok, report.error_kind, report.error, report.check = False, kind, error, check
+    return report
+
+
+def bound_timing(timing: TimingResult, ref: ReferenceRun, cand_wall_s: float, calls: int
+                 ) -> tuple[TimingResult, list[str]]:
+    """The runner's timing, recomputed from its samples and held to what the judge measured (module docstring)."""
+    flags = []
+    runner_ref = _stats(timing.reference.model_dump()) or ref.stats
+    cand = _stats(timing.candidate.model_dump())
+    if cand is None:
+        raise RuntimeError("the candidate runner's timing samples are not usable")
+    ref_stats = runner_ref
+    if runner_ref.mean_ms > ref.stats.mean_ms * (1 + REF_SLACK):
+        flags.append(f"reference_slowed: beside the candidate the reference took {runner_ref.mean_ms * 1e3:.1f} us, "
+                     f"in a runner of its own {ref.stats.mean_ms * 1e3:.1f} us; the speedup uses the latter")
+        ref_stats = ref.stats
+    # the batch: the reference's wall time less its calls is what any batch costs besides the calls themselves
+    ref_call_s = max(ref.stats.median_ms, ref.host_ms or 0.0) / 1e3
+    overhead_s = max(0.0, ref.batch_wall_s - calls * ref_call_s)
+    wall_call_s = max(0.0, cand_wall_s - overhead_s) / calls
+    claimed_s = cand.median_ms / 1e3
+    fields = {k: getattr(timing, k) for k in ("clock", "method", "warmup", "iters", "retimed", "group", "prefill_us",
+                                                "host_us", "spin_outrun", "speedup_host_paced")}
+    if wall_call_s > claimed_s * (1 + WALL_TOL) + WALL_ABS_S / calls:
+        flags.append(f"timing_unconfirmed: by the judge's clock the candidate's calls took {wall_call_s * 1e6:.1f} us "
+                     f"each in a batch of {calls}, its own events say {claimed_s * 1e6:.1f} us (work outside the "
+                     "timed region, launches slower than the GPU, or a runner that misreports); the speedup uses "
+                     "both sides' wall-clock pace")
+        cand = _scaled(cand, wall_call_s / claimed_s)
+        ref_stats = _scaled(ref_stats, max(1.0, ref_call_s * 1e3 / ref_stats.median_ms))
+        fields["method"] += "; the candidate's event times were not confirmed by the judge's clock, so both sides " \
+                            "are scaled to their wall-clock pace in a batch of back-to-back calls"
+    result = TimingResult.of(ref_stats, cand, **fields)
+    if timing.compiled_reference is not None:  # the runner's figure: a hint, bounded like the candidate's
+        compiled = _stats(timing.compiled_reference.model_dump())
+        if compiled is not None:
+            result.compiled_reference = compiled
+            result.compile_warmup = timing.compile_warmup
+            result.speedup_vs_compile = min(compiled.mean_ms / cand.mean_ms,
+                                            timing.speedup_vs_compile or math.inf)
+            result.speedup_vs_compile_host_paced = timing.speedup_vs_compile_host_paced
+    return result, flags
+
+
+def _scaled(stats: TimingStats, factor: float) -> TimingStats:
+    return TimingStats.from_samples([s * factor for s in stats.samples_ms])

@@ -1,0 +1,116 @@
+"""What a runner does for the judge (review/judge.py), after its own stages: calls on inputs made from seeds the
+judge hands over only now, their outputs written to files the judge reads (review/exchange.py).
+
+Two roles share the commands. The reference runner (mode "reference") has run the problem's code and nothing else:
+it times the reference, writes the reference's outputs for the judge's trial seeds and runs the judge's batch.
+The candidate runner (mode "review") runs the candidate the same way once its own stages are over. Nothing a
+runner says here decides anything: the judge compares the files and measures the batch's wall time itself.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernelskill.review.exchange import write_outputs
+
+if TYPE_CHECKING:
+    from kernelskill.review.worker.stages import Worker
+
+
+def _sync(w: Worker) -> None:
+    if w.device.type == "cuda":
+        w.torch.cuda.synchronize(w.device)
+
+
+def reference_call(w: Worker, args: list):
+    w.ref_model.to(w.device)
+    return w.run_reference(args)
+
+
+def candidate_call(w: Worker, args: list):
+    from kernelskill.review.worker.verify import move_candidate, poison
+
+    move_candidate(w)
+    poison(w)
+    return w.candidate.run(args)
+
+
+def outputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
+    """One call per seed, on get_inputs() made under that seed, each output written to out_dir/<i>.out."""
+    call = reference_call if role == "reference" else candidate_call
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    written = 0
+    for i, seed in enumerate(seeds):
+        args = w.make_inputs(seed)
+        out = call(w, w.copy_args(args))
+        _sync(w)
+        written += write_outputs(Path(out_dir) / f"{i}.out", out)
+        del out
+    return {"bytes": written}
+
+
+def batch(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
+    """The judge's batch: every input made first, then one call per input set, back to back, each output copied as
+    it comes (a forward may hand back the same buffer every call), the device synchronized, and every output
+    written out before the runner answers. The judge times all of it with its own clock and later compares outputs
+    of calls it picks then; `calls_s` is only what this process says its calls took."""
+    from kernelskill.review.worker.checks import map_tensors
+
+    torch = w.torch
+    if role == "reference":
+        w.ref_model.to(w.device)
+        fn = w.run_reference
+    else:
+        from kernelskill.review.worker.verify import move_candidate
+
+        move_candidate(w)
+        fn = w.candidate.call
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    sets = [w.make_inputs(seed) for seed in seeds]
+    _sync(w)
+    start = time.perf_counter()
+    kept = []
+    with torch.no_grad():
+        for args in sets:
+            kept.append(map_tensors(fn(args), lambda t: t.detach().clone()))
+    _sync(w)
+    calls_s = time.perf_counter() - start
+    del sets
+    written = sum(write_outputs(Path(out_dir) / f"{i}.out", out) for i, out in enumerate(kept))
+    return {"calls_s": round(calls_s, 6), "bytes": written}
+
+
+def time_reference(w: Worker, input_seeds: list[int]) -> dict:
+    """The reference timed as the candidate runner times it (the same Timer and protocol), in a process where no
+    candidate code ever ran: the figure the judge holds the candidate runner's own reference timing against."""
+    from kernelskill.review.results import TimingStats
+    from kernelskill.review.timing import PREFILL_MAX_S, Timer, protocol_limits
+
+    sets = [w.make_inputs(s) for s in input_seeds]
+    group, _, prefill_max_s = protocol_limits(w.settings.timing_protocol)
+    timer = Timer(w.device, device_sync=True, prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S)
+    samples, synced, _ = timer.run({"reference": lambda *a: w.run_reference(list(a))}, sets, w.req.warmup,
+                                   w.req.iters, group=group)
+    stats = TimingStats.from_samples(samples["reference"])
+    host = timer.info.host_ms.get("reference")
+    input_bytes = sum(v.numel() * v.element_size() for v in sets[0] if isinstance(v, w.torch.Tensor))
+    return {"reference": stats.model_dump(mode="json"), "host_ms": host, "group": timer.info.group,
+            "unqueued": list(timer.info.unqueued), "input_bytes": input_bytes}
+
+
+def stateful(w: Worker, seed: int) -> bool:
+    """Whether the reference answers the same inputs differently on a second call (it keeps state across calls, as
+    KernelBench's VanillaRNN keeps its hidden state): the judge then cannot hold a candidate, called a different
+    number of times, to its outputs."""
+    from kernelskill.review.compare import compare_outputs
+    from kernelskill.review.worker.checks import map_tensors
+
+    args = w.make_inputs(seed)
+    first = map_tensors(reference_call(w, w.copy_args(args)), lambda t: t.detach().clone())
+    second = reference_call(w, w.copy_args(args))
+    return not compare_outputs(first, second, w.settings.atol, w.settings.rtol, -1).ok
+
+
+COMMANDS = {"outputs": outputs, "batch": batch}

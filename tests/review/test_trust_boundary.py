@@ -1,0 +1,79 @@
+"""Attacks on the trust boundary (tests/data/attacks): a candidate that owns its runner process must still get the
+verdict it earned, because the verdict is decided in the judging process (review/judge.py).
+
+Each attack runs with the judge on (it must be caught) and, where a switch exists, with it off (Guards.judge=False:
+the runner's own report is the verdict), where it must get further: remove the judge's check and the first
+assertion fails. Static checks are off in these runs: they would refuse some of these files by their text, and the
+point here is what holds once such code runs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kernelskill.settings import Guards, StageTimeouts
+from tests.conftest import run_review
+
+P01 = "problems/p01_pointwise_gelu_chain.py"
+pytestmark = pytest.mark.slow
+
+
+def _guards(**off) -> Guards:
+    return Guards(static_checks=False, **off)
+
+
+def test_forged_verdict_is_not_taken(tmp_path):
+    on = run_review(P01, "attacks/forged_verdict.py", tmp_path / "on", rules="kernelbench", guards=_guards())
+    assert not on.correct and on.speedup is None, on
+    off = run_review(P01, "attacks/forged_verdict.py", tmp_path / "off", rules="kernelbench",
+                     guards=_guards(judge=False))
+    assert off.correct and off.speedup == 500.0  # what the runner wrote about itself
+
+
+def test_calls_after_the_runners_checks_are_checked(tmp_path):
+    on = run_review(P01, "attacks/garbage_later.py", tmp_path / "on", rules="kernelbench", guards=_guards())
+    assert not on.correct
+    assert on.checks and on.checks[0].name == "judge:batch-outputs", on.error
+    off = run_review(P01, "attacks/garbage_later.py", tmp_path / "off", rules="kernelbench",
+                     guards=_guards(judge=False))
+    assert off.correct, off.error
+
+
+def test_fingerprint_cache_is_timed_by_the_judges_clock(tmp_path):
+    settings = dict(rules="kernelbench", warmup=3, iters=30, reverify_above=1e9)
+    on = run_review(P01, "attacks/fingerprint_cache.py", tmp_path / "on", guards=_guards(), **settings)
+    assert on.correct, on.error
+    assert any(f.startswith("timing_unconfirmed") for f in on.flags), on.flags
+    assert on.speedup < 0.1  # each call the cache misses sleeps 2 ms; the reference takes microseconds
+    off = run_review(P01, "attacks/fingerprint_cache.py", tmp_path / "off", guards=_guards(judge=False), **settings)
+    assert off.correct and off.speedup > 0.5  # the runner's own loop saw mostly cache hits
+
+
+def test_reference_is_timed_where_the_candidate_never_ran(tmp_path):
+    settings = dict(rules="kernelbench", warmup=2, iters=10, reverify_above=1e9)
+    on = run_review(P01, "attacks/reference_sabotage.py", tmp_path / "on", guards=_guards(integrity=False),
+                    **settings)
+    assert on.correct, on.error
+    assert any(f.startswith("reference_slowed") for f in on.flags), on.flags
+    assert on.speedup < 20
+    off = run_review(P01, "attacks/reference_sabotage.py", tmp_path / "off",
+                     guards=_guards(integrity=False, judge=False), **settings)
+    assert off.correct and off.speedup > 50  # 5 ms of sleep in every reference call
+
+
+def test_stage_announcements_do_not_extend_the_time_limit(tmp_path):
+    limits = StageTimeouts(load=60, compile=60, verify=4, time=4)
+    start = time.monotonic()
+    result = run_review(P01, "attacks/stage_clock.py", tmp_path, rules="kernelbench", guards=_guards(),
+                        timeouts=limits)
+    assert result.error_kind == "timeout", result.error
+    assert time.monotonic() - start < 60
+
+
+def test_a_candidate_never_shares_its_runner(tmp_path):
+    first = run_review(P01, "attacks/leave_state.py", tmp_path / "a", rules="kernelbench", guards=_guards())
+    assert first.correct, first.error
+    second = run_review(P01, "attacks/check_state.py", tmp_path / "b", rules="kernelbench", guards=_guards())
+    assert second.correct, second.error

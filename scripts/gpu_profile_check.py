@@ -32,11 +32,11 @@ except ImportError:  # a source checkout that is not installed
 
 from rich.console import Console
 
-from kernelskill.memory.collect import profile_candidate
-from kernelskill.memory.knowledge import load_knowledge
-from kernelskill.memory.policy import decide
-from kernelskill.memory.profiling import ProfileSettings
-from kernelskill.memory.render import render_decision
+from kernelskill.memory.policy.collect import profile_candidate
+from kernelskill.memory import load_knowledge
+from kernelskill.memory.policy.decide import decide
+from kernelskill.profiling.run import ProfileSettings
+from kernelskill.memory.tools.render import render_decision
 
 RESERVE_S = 40.0  # kept back for each case still to come: a plain run and one ncu pass on a warm Triton cache
 PROBLEMS = REPO / "tests" / "data" / "problems" / "gpu"

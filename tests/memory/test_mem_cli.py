@@ -9,7 +9,7 @@ import pytest
 
 from typer.testing import CliRunner
 
-from kernelskill.memory.cli import memory_app
+from kernelskill.memory.tools.cli import memory_app
 from kernelskill.memory.knowledge import default_knowledge_dir
 from memhelpers import NCU_DATA, load_capture_script
 

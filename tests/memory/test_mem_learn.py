@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from kernelskill.llm.accounting import Budget
 from kernelskill.loop.optimize import OptimizeRequest, optimize
 from kernelskill.loop.settings import LoopSettings
-from kernelskill.memory.cli import memory_app
-from kernelskill.memory.learn import apply_proposal, learn, load_proposal, write_proposal
+from kernelskill.memory.tools.cli import memory_app
+from kernelskill.memory.tools.learn import apply_proposal, learn, load_proposal, write_proposal
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
 from memhelpers import REPO

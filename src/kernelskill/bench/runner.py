@@ -123,7 +123,7 @@ def run_bench(
                 client = make_client(request.model, request.base_url)
             kb = None
             if loop.long_term_memory:
-                from kernelskill.memory.knowledge import load_knowledge
+                from kernelskill.memory import load_knowledge
 
                 kb = load_knowledge()
             bench = _Bench(store, run_id, config, tasks, client, kb, evaluator, loop, review_settings, request,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernelskill.agents.context import DecisionBrief, RankedMethodBrief, ReviewFeedback
-from kernelskill.memory.decision import Decision
+from kernelskill.memory.policy.trace import Decision
 from kernelskill.review.render import failure_reason
 from kernelskill.review.results import ReviewResult
 from kernelskill.store.outcome import verdict

@@ -127,7 +127,7 @@ def _optimize_in(store: RunStore, request: OptimizeRequest, problem: Problem, ev
             client.skip(agent, count)
     kb = None
     if loop_settings.long_term_memory:
-        from kernelskill.memory.knowledge import load_knowledge
+        from kernelskill.memory import load_knowledge
 
         kb = load_knowledge()
     ctx = task_context(store, run_id, task_id, problem, client, request.budget, kb, review_settings, loop_settings,

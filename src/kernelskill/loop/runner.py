@@ -31,10 +31,10 @@ from kernelskill.llm.scripted import ReplayExhausted
 from kernelskill.loop.context import Event, TaskContext
 from kernelskill.loop.feedback import decision_brief, failed_feedback, reason_of, review_feedback, verdict_of
 from kernelskill.loop.state import KernelRef, LoopState, promotion
-from kernelskill.memory.codeview import build_view
-from kernelskill.memory.evidence import Evidence
-from kernelskill.memory.features import extract_features
-from kernelskill.memory.policy import decide
+from kernelskill.memory.features.codeview import build_view
+from kernelskill.memory.policy.evidence import Evidence
+from kernelskill.memory.features.extract import extract_features
+from kernelskill.memory.policy.decide import decide
 from kernelskill.problem import read_problem
 from kernelskill.review.sol import problem_work
 from kernelskill.store import safe_name

@@ -4,20 +4,25 @@
     evidence = collect_evidence(kb, metrics=csv, code=src)  # ncu raw CSV, code features, profiler summary
     decision = decide(kb, evidence)                         # bottleneck, case, allowed methods + full trace
 
-Modules: expr (safe expressions), schema/knowledge (the knowledge base), ncu (raw CSV), codeview/code_rules/features
-(code features), evidence/collect (inputs), policy/decision (the decision and its trace), render, cli.
+Floors, lowest first (a module imports only from its own floor or below; tests/test_layering.py holds it):
+
+    knowledge/  the YAML a curator edits, its schema (schema.py), the safe expressions (expr.py), the loader
+    features/   code features: the source view (codeview.py) and the rule families (rules.py)
+    policy/     evidence (evidence.py, collect.py), the decision (decide.py, ranking.py, trace.py)
+    tools/      `kernelskill memory ...` (cli.py), the decision benchmark (bench.py), learn.py, render.py
+
+Measuring is not done here: kernelskill.profiling runs ncu and the PyTorch profiler.
 """
 
-from kernelskill.memory.collect import collect_evidence, profile_candidate
-from kernelskill.memory.decision import Decision
-from kernelskill.memory.evidence import Evidence, FeatureValue, ProfilerSummary
-from kernelskill.memory.features import FeatureJudge, extract_features
-from kernelskill.memory.knowledge import KnowledgeBase, check_coverage, load_knowledge
-from kernelskill.memory.ncu import NcuReport, load_ncu_csv, parse_ncu_csv
-from kernelskill.memory.policy import decide
+from kernelskill.memory.features.extract import FeatureJudge, FeatureValue, extract_features
+from kernelskill.memory.knowledge import KnowledgeBase, check_coverage
+from kernelskill.memory.policy.collect import collect_evidence, profile_candidate
+from kernelskill.memory.policy.decide import decide
+from kernelskill.memory.policy.evidence import Evidence
+from kernelskill.memory.policy.load import load_knowledge
+from kernelskill.memory.policy.trace import Decision
 
 __all__ = [
-    "Decision", "Evidence", "FeatureJudge", "FeatureValue", "KnowledgeBase", "NcuReport", "ProfilerSummary",
-    "check_coverage", "collect_evidence", "decide", "extract_features", "load_knowledge", "load_ncu_csv",
-    "parse_ncu_csv", "profile_candidate",
+    "Decision", "Evidence", "FeatureJudge", "FeatureValue", "KnowledgeBase", "check_coverage", "collect_evidence",
+    "decide", "extract_features", "load_knowledge", "profile_candidate",
 ]  # fmt: skip

@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.codeview import read_source
-from kernelskill.memory.evidence import Evidence, load_profiler_summary
-from kernelskill.memory.features import FeatureJudge, extract_features, unknown_features
-from kernelskill.memory.knowledge import KnowledgeBase, load_knowledge
-from kernelskill.memory.ncu import load_ncu_csv
-from kernelskill.memory.profiling import ProfileSettings, run_profile
+from kernelskill.memory.features.codeview import read_source
+from kernelskill.memory.features.extract import FeatureJudge, extract_features, unknown_features
+from kernelskill.memory.knowledge import KnowledgeBase
+from kernelskill.memory.policy.evidence import Evidence
+from kernelskill.memory.policy.load import load_knowledge
+from kernelskill.profiling.ncu import load_ncu_csv
+from kernelskill.profiling.run import ProfileSettings, run_profile
+from kernelskill.profiling.summary import load_profiler_summary
 
 
 def collect_evidence(

@@ -33,8 +33,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.knowledge import KnowledgeBase, default_knowledge_dir, load_knowledge
-from kernelskill.memory.schema import Case
+from kernelskill.memory.knowledge import KnowledgeBase, default_knowledge_dir
+from kernelskill.memory.policy.load import load_knowledge
+from kernelskill.memory.knowledge.schema import Case
 
 
 class _Strict(BaseModel):

@@ -10,10 +10,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from kernelskill.memory.bench import BenchReport
-from kernelskill.memory.decision import Decision, ExprTrace
+from kernelskill.memory.tools.bench import BenchReport
+from kernelskill.memory.policy.trace import Decision, ExprTrace
 from kernelskill.memory.knowledge import KnowledgeBase
-from kernelskill.memory.schema import MethodSpec
+from kernelskill.memory.knowledge.schema import MethodSpec
 
 _STATE_STYLE = {"true": "green", "false": "red", "unknown": "yellow", "value": ""}
 

@@ -12,10 +12,10 @@ import ast
 import re
 from collections.abc import Callable
 
-from kernelskill.memory.code_serial import (
+from kernelskill.memory.features.serial import (
     SERIAL_RULES, block_names, matvec_like, parenthesized, serial_reduction_loop, statement_after,
 )  # fmt: skip
-from kernelskill.memory.codeview import SourceView
+from kernelskill.memory.features.codeview import SourceView
 
 Rule = Callable[[SourceView], bool | int | str]
 

@@ -33,10 +33,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.collect import collect_evidence
-from kernelskill.memory.evidence import ProblemWork
+from kernelskill.memory.policy.collect import collect_evidence
+from kernelskill.review.work import ProblemWork
 from kernelskill.memory.knowledge import KnowledgeBase
-from kernelskill.memory.policy import decide
+from kernelskill.memory.policy.decide import decide
 from kernelskill.review.roofline import PRECISIONS
 
 

@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from kernelskill.memory.evidence import FeatureValue, NcuStatus
+from kernelskill.memory.features.extract import FeatureValue
+from kernelskill.profiling.summary import NcuStatus
 
 State = Literal["true", "false", "unknown"]
 

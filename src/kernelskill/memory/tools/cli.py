@@ -14,14 +14,15 @@ import typer
 from rich.console import Console
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.bench import run_bench
-from kernelskill.memory.learn import apply_proposal, learn, load_proposal, write_proposal
-from kernelskill.memory.collect import collect_evidence, profile_candidate
-from kernelskill.memory.knowledge import check_coverage, load_knowledge
-from kernelskill.memory.policy import decide
+from kernelskill.memory.tools.bench import run_bench
+from kernelskill.memory.tools.learn import apply_proposal, learn, load_proposal, write_proposal
+from kernelskill.memory.policy.collect import collect_evidence, profile_candidate
+from kernelskill.memory.knowledge import check_coverage
+from kernelskill.memory.policy.load import load_knowledge
+from kernelskill.memory.policy.decide import decide
 from kernelskill.review.work import measure_problem_work
-from kernelskill.memory.profiling import ProfileSettings
-from kernelskill.memory.render import (
+from kernelskill.profiling.run import ProfileSettings
+from kernelskill.memory.tools.render import (
     decision_json, render_bench, render_decision, render_method, render_methods,
 )  # fmt: skip
 

@@ -85,7 +85,12 @@ def test_explain_no_match_is_shown(tmp_path):
                     "        return y\n")
     r = invoke("explain", "--code", str(code))
     assert r.exit_code == 0, r.output
-    assert "No case matched for structural_fallback" in r.output and "(none)" in r.output
+    assert "No case matched for structural_fallback" in r.output
+    # the advice the loop would hand its Planner: every method not forbidden, and the trace says why
+    assert "fallback: no decision-table case allowed a method" in r.output and "(none)" not in r.output
+    data = json.loads(invoke("explain", "--code", str(code), "--json").stdout)
+    assert data["case"] is None and data["fallback"] and data["backend"] == "triton"
+    assert len(data["allowed_methods"]) > 5 and not set(data["allowed_methods"]) & set(data["forbidden"])
 
 
 def test_explain_profile_needs_existing_files(tmp_path):

@@ -22,6 +22,14 @@ from kernelskill.profiling.summary import NcuStatus, ProfilerKernel, ProfilerSum
 from kernelskill.review.work import ProblemWork
 
 
+class TriedMethod(BaseModel):
+    """A method already tried on the kernel being advised on, and how it went (the loop's optimization memory)."""
+
+    method: str
+    outcome: str  # promoted | improved | not_faster | failed
+    speedup: float | None = None  # the tried kernel's speedup over eager, when it was correct
+
+
 class Evidence(BaseModel):
     ncu: NcuReport | None = None
     ncu_status: NcuStatus = "not_provided"
@@ -32,6 +40,7 @@ class Evidence(BaseModel):
     code_path: str | None = None
     code_features: dict[str, FeatureValue] = {}
     collection: list[str] = []  # how the evidence was gathered (profiling commands, their outcome and time)
+    tried: list[TriedMethod] = []  # methods already tried on this kernel (the advice marks them, never hides them)
 
 
 # ---- run features: (evidence, kernel-name patterns) -> value, or None when this source cannot give it ----------------

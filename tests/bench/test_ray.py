@@ -20,7 +20,7 @@ import pytest
 
 from kernelskill.store import RunStore
 
-from .scripted_team import ScriptedTeam, TaskScript, read
+from kernelskill.bench.scripted_team import ScriptedTeam, TaskScript, read
 from .test_bench import DATA, bench
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'kernelskill[ray]'); CI installs it")

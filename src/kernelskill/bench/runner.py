@@ -39,7 +39,7 @@ from kernelskill.report.results import BenchResults, TaskResult, build_results, 
 from kernelskill.settings import Backend, Baseline, ReviewSettings
 from kernelskill.store import RunStore, safe_name
 from kernelskill.store.lock import hold_run_folder
-from kernelskill.store.outcome import summarize
+from kernelskill.loop.outcome import summarize
 from kernelskill.store.resume import refuse_changes
 
 

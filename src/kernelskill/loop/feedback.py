@@ -6,7 +6,7 @@ from kernelskill.agents.context import DecisionBrief, RankedMethodBrief, ReviewF
 from kernelskill.memory.policy.trace import Advice
 from kernelskill.review.render import failure_reason
 from kernelskill.review.results import ReviewResult
-from kernelskill.store.outcome import verdict
+from kernelskill.loop.outcome import verdict
 
 # The log tail is the last resort for a crash or timeout whose message says little; compiler errors and mismatch
 # summaries are already in `error`.

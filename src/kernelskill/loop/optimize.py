@@ -34,7 +34,7 @@ from kernelskill.redact import redact_url
 from kernelskill.settings import Backend, ReviewSettings
 from kernelskill.store import RunStore
 from kernelskill.store.lock import hold_run_folder
-from kernelskill.store.outcome import TaskOutcome, summarize
+from kernelskill.loop.outcome import TaskOutcome, summarize
 from kernelskill.store.resume import refuse_changes
 
 

@@ -37,7 +37,7 @@ from kernelskill.memory.policy.advise import advise
 from kernelskill.memory.policy.collect import with_problem
 from kernelskill.memory.policy.evidence import Evidence, TriedMethod
 from kernelskill.store import safe_name
-from kernelskill.store.outcome import NO_CANDIDATE, RoundRecord, repair_rank
+from kernelskill.loop.outcome import NO_CANDIDATE, RoundRecord, repair_rank
 
 
 def _sha(text: str) -> str:

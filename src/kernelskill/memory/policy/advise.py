@@ -49,7 +49,7 @@ def advise(kb: KnowledgeBase, evidence: Evidence, *, backend: str | None = None,
                enumerate((r for r in decision.ranking if r.method in allowed), start=1)]  # fmt: skip
     fields = {name: getattr(decision, name) for name in Decision.model_fields}
     return Advice(**{**fields, "allowed_methods": allowed, "ranking": ranking, "vetoed": vetoed}, backend=target,
-                  fallback=fallback, tried=list(evidence.tried))  # fmt: skip
+                  fallback=fallback, tried=list(evidence.tried), problem=evidence.problem)  # fmt: skip
 
 
 def _code_backend(evidence: Evidence) -> str | None:

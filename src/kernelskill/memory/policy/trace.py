@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from kernelskill.memory.features.extract import FeatureValue
 from kernelskill.memory.policy.evidence import TriedMethod
+from kernelskill.review.work import ProblemWork
 from kernelskill.profiling.summary import NcuStatus
 
 State = Literal["true", "false", "unknown"]
@@ -132,3 +133,5 @@ class Advice(Decision):
     backend: str | None = None  # the backend the methods are for (the task's, else the candidate's own)
     fallback: str | None = None  # set when no case left a method: why every method not forbidden is open instead
     tried: list[TriedMethod] = []  # methods already tried on this kernel, with their outcome
+    problem: ProblemWork | None = None  # the problem's work the floor came from (with the profile and the features
+    # stored beside it, `memory learn` can advise on the same evidence again)

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from kernelskill.errors import KernelSkillError
 from kernelskill.memory.knowledge import check_coverage
@@ -263,6 +264,8 @@ def learn_cmd(
         for pc in proposal.cases:
             console.print(f"{pc.action:<7} {pc.case.id}: {', '.join(pc.case.allowed)}"
                           + (f"  (was {', '.join(pc.was)})" if pc.was else ""))  # fmt: skip
+            for line in pc.replayed:
+                console.print(f"        [dim]advised again: {escape(line)}[/dim]")
         for note in proposal.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
         console.print(f"{len(proposal.cases)} proposed case(s) from {len(proposal.runs)} run(s) -> {out}")

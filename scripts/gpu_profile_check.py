@@ -34,7 +34,7 @@ from rich.console import Console
 
 from kernelskill.memory.policy.collect import profile_candidate
 from kernelskill.memory import load_knowledge
-from kernelskill.memory.policy.decide import decide
+from kernelskill.memory import advise
 from kernelskill.profiling.run import ProfileSettings
 from kernelskill.memory.tools.render import render_decision
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         print(f"[{stem}] {what} ...", flush=True)
         evidence = profile_candidate(problem, candidate, kb, settings)
-        decision = decide(kb, evidence)
+        decision = advise(kb, evidence)
         results.append((stem, evidence, decision, f"{time.monotonic() - t0:.0f} s"))
 
     print(f"\n{'case':<28} {'ncu':<13} {'hot kernel':<34} {'us/launch':>10}  {'bottleneck':<21} {'case':<30} allowed")

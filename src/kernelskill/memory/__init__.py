@@ -9,10 +9,13 @@ benchmark (`memory bench`) and `memory learn` all read what it returns.
 
 Floors, lowest first (a module imports only from its own floor or below; tests/test_layering.py holds it):
 
-    knowledge/  the YAML a curator edits, its schema (schema.py), the safe expressions (expr.py), the loader
-    features/   code features: the source view (codeview.py) and the rule families (rules.py)
-    policy/     evidence (evidence.py, collect.py), the decision (decide.py, ranking.py, trace.py)
-    tools/      `kernelskill memory ...` (cli.py), the decision benchmark (bench.py), learn.py, render.py
+    knowledge/  the YAML a curator edits (README.md: where a rule lives, what it reads, which test proves it),
+                schema.py, expr.py (the safe expressions), loader.py (read and cross-check)
+    features/   code features: codeview.py (the source, split), rules.py (RULES, per backend) drawing on the
+                families cuda.py, triton.py, host.py, serial.py; extract.py (rules and the LLM judge)
+    policy/     evidence.py (and its run features), collect.py (gathering it), decide.py (the table),
+                ranking.py (expected gains), trace.py (Decision, Advice), advise.py, load.py
+    tools/      cli.py (`kernelskill memory ...`), bench.py (the decision benchmark), learn.py, render.py
 
 Measuring is not done here: kernelskill.profiling runs ncu and the PyTorch profiler.
 """

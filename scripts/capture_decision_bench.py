@@ -190,7 +190,7 @@ def hand_to_sandbox_user(ext_dir: Path) -> None:
 
 
 def capture(k: Kernel, out: Path, ncu: str, python: str, ext_dir: Path, timeout: float) -> tuple[str, list[str]]:
-    from kernelskill.memory.profiling import ProfileSettings, run_profile
+    from kernelskill.profiling.run import ProfileSettings, run_profile
 
     case = out / k.name
     settings = ProfileSettings(ncu=ncu, python=python, run_timeout_s=min(timeout, 120.0), ncu_timeout_s=timeout,

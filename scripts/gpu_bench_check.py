@@ -20,11 +20,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from tests.bench.scripted_team import ScriptedTeam, TaskScript, read  # noqa: E402
-from tests.llm.server import ScriptedServer  # noqa: E402
+from kernelskill.bench.scripted_team import ScriptedTeam, TaskScript, read  # noqa: E402
+from kernelskill.llm.local_server import ScriptedServer  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 

@@ -32,11 +32,11 @@ except ImportError:  # a source checkout that is not installed
 
 from rich.console import Console
 
-from kernelskill.memory.collect import profile_candidate
-from kernelskill.memory.knowledge import load_knowledge
-from kernelskill.memory.policy import decide
-from kernelskill.memory.profiling import ProfileSettings
-from kernelskill.memory.render import render_decision
+from kernelskill.memory.policy.collect import profile_candidate
+from kernelskill.memory import load_knowledge
+from kernelskill.memory import advise
+from kernelskill.profiling.run import ProfileSettings
+from kernelskill.memory.tools.render import render_decision
 
 RESERVE_S = 40.0  # kept back for each case still to come: a plain run and one ncu pass on a warm Triton cache
 PROBLEMS = REPO / "tests" / "data" / "problems" / "gpu"
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         print(f"[{stem}] {what} ...", flush=True)
         evidence = profile_candidate(problem, candidate, kb, settings)
-        decision = decide(kb, evidence)
+        decision = advise(kb, evidence)
         results.append((stem, evidence, decision, f"{time.monotonic() - t0:.0f} s"))
 
     print(f"\n{'case':<28} {'ncu':<13} {'hot kernel':<34} {'us/launch':>10}  {'bottleneck':<21} {'case':<30} allowed")

@@ -19,7 +19,7 @@ Phases (the whole run has a --budget, default 300 s; what would not fit is skipp
      --profile-from-start off` around one warm forward of each variant (this script's `_ncu_target` mode; a
      torch.cuda._sleep marker kernel between the two splits the report), exported as the raw CSV. All launches of a
      variant's forward are merged into one record - counters summed, the rest time-weighted, as
-     kernelskill.memory.ncu combines the launches of one kernel - and the fields are derived by the decision
+     kernelskill.profiling.ncu combines the launches of one kernel - and the fields are derived by the decision
      policy's own code (kernelskill.memory.policy.decide over that evidence).
 
 A field agrees when its observed direction (up, down, or "same" within 5 % relative, 0.5 points for percentages)
@@ -106,7 +106,7 @@ def expected_changes(kb, method: str) -> list[tuple[str, str]]:
 
 def raw_metrics(kb, field_ids: list[str]) -> list[str]:
     """The ncu metrics the fields need (field_mapping sources, through derived fields' expressions); always the time."""
-    from kernelskill.memory.ncu import TIME_METRIC
+    from kernelskill.profiling.ncu import TIME_METRIC
 
     mapping = {f.id: f for f in kb.field_mapping}
     derived = {d.id for d in kb.derived_fields}
@@ -143,7 +143,7 @@ def recorded_metric_names() -> set[str]:
 
 def available(metrics: list[str], known: set[str]) -> list[str]:
     """The metrics ncu is known to have (all of them when no capture is at hand); the time metric always."""
-    from kernelskill.memory.ncu import TIME_METRIC
+    from kernelskill.profiling.ncu import TIME_METRIC
 
     return [m for m in metrics if m == TIME_METRIC or m in known] if known else list(metrics)
 
@@ -169,8 +169,8 @@ def merge_launches(csv_text: str) -> str:
 
 def field_values(kb, report, profiler, work, forward_us: float | None, gpu: str | None) -> dict[str, object]:
     """Every field, run feature and derived field the policy computes from this evidence (None when unknown)."""
-    from kernelskill.memory.evidence import Evidence
-    from kernelskill.memory.policy import decide
+    from kernelskill.memory.policy.evidence import Evidence
+    from kernelskill.memory.policy.decide import decide
 
     problem = None
     if work is not None:
@@ -313,8 +313,8 @@ def profiler_summary(fn, inputs, forward_us: float, forwards: int = 5):
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from kernelskill.memory.evidence import ProfilerSummary
-    from kernelskill.memory.profile_driver import _kernels
+    from kernelskill.profiling.summary import ProfilerSummary
+    from kernelskill.profiling.driver import _kernels
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(forwards):
@@ -490,7 +490,7 @@ def run_ncu(ncu: str, case_dir: Path, metrics: list[str], python: str, ext_dir: 
 def profile_fields(r: Result, kb, case_dir: Path, profs: dict, ncu: str | None, python: str, ext_dir: Path,
                    timeout: float, gpu: str | None) -> None:
     from kernelskill.errors import KernelSkillError
-    from kernelskill.memory.ncu import parse_ncu_csv
+    from kernelskill.profiling.ncu import parse_ncu_csv
     from kernelskill.review.work import ProblemWork
 
     changes = expected_changes(kb, r.method)
@@ -595,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu = args.device == "cpu"
     if cpu:
         os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
-    from kernelskill.memory.knowledge import load_knowledge
+    from kernelskill.memory import load_knowledge
 
     kb = load_knowledge()
     out: Path = args.out

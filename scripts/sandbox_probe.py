@@ -91,7 +91,7 @@ def layers_of(report: dict) -> str:
 
 # ---------------------------------------------------------------------------------------------------------- (a)
 def probes(out: Path, device: str) -> dict:
-    from kernelskill.memory.profiling import ProfileSettings, find_ncu, run_profile
+    from kernelskill.profiling.run import ProfileSettings, find_ncu, run_profile
     from kernelskill.settings import Sandbox
 
     from kernelskill.review.confine import NCU_PORTS

@@ -42,8 +42,8 @@ def review_cpu(tmp_path):
 @pytest.fixture
 def server():
     """A local HTTP server speaking the OpenAI chat-completions (and Anthropic messages) protocol; see
-    tests/llm/server.py."""
-    from tests.llm.server import ScriptedServer
+    kernelskill/llm/local_server.py."""
+    from kernelskill.llm.local_server import ScriptedServer
 
     srv = ScriptedServer().start()
     try:

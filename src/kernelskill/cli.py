@@ -112,7 +112,7 @@ def _root() -> None:
 
 def _mount_optional() -> None:
     try:
-        from kernelskill.memory.cli import memory_app
+        from kernelskill.memory.tools.cli import memory_app
     except ImportError:  # the memory package is optional until it lands
         return
     app.add_typer(memory_app, name="memory", help="The long-term memory: knowledge base and decision policy.")

@@ -15,8 +15,8 @@ from kernelskill.agents import (
 from kernelskill.agents.render import SECTION_REPLY
 from kernelskill.llm.base import BudgetExceeded, Completion, LLMUnavailable, Usage
 from kernelskill.llm.scripted import FakeClient
-from kernelskill.memory.codeview import build_view
-from kernelskill.memory.features import extract_features
+from kernelskill.memory.features.codeview import build_view
+from kernelskill.memory.features.extract import extract_features
 
 from .conftest import (
     CANDIDATE,

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm.server import ScriptedServer
+from kernelskill.llm.local_server import ScriptedServer
 
-from .scripted_team import ScriptedTeam, TaskScript, read
+from kernelskill.bench.scripted_team import ScriptedTeam, TaskScript, read
 
 pytestmark = pytest.mark.slow
 DATA = Path(__file__).resolve().parents[1] / "data"

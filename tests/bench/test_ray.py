@@ -20,7 +20,7 @@ import pytest
 
 from kernelskill.store import RunStore
 
-from .scripted_team import ScriptedTeam, TaskScript, read
+from kernelskill.bench.scripted_team import ScriptedTeam, TaskScript, read
 from .test_bench import DATA, bench
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'kernelskill[ray]'); CI installs it")
@@ -188,8 +188,8 @@ def test_a_profile_runs_on_the_cluster_and_is_kept_here(ray_cluster, tmp_path):
     """The profile plumbing on CPU workers: no GPU and no ncu there, so the evidence says so, but the remote run,
     the files kept and the paths named are the same as on a GPU node."""
     from kernelskill.bench.cluster import connect
-    from kernelskill.memory.knowledge import load_knowledge
-    from kernelskill.memory.profiling import DRIVER_NAME
+    from kernelskill.memory import load_knowledge
+    from kernelskill.profiling.run import DRIVER_NAME
 
     problem = DATA / "problems" / "p01_pointwise_gelu_chain.py"
     candidate = tmp_path / "kernels" / "seed-1.py"

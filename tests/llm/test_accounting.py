@@ -9,7 +9,7 @@ from kernelskill.llm import Budget, BudgetExceeded, Completion, Ledger, MeteredC
 from kernelskill.llm.accounting import PRICES, Price
 
 from .conftest import KEY, ask
-from .server import openai_ok
+from kernelskill.llm.local_server import openai_ok
 
 
 def test_cost_from_the_price_table():

@@ -7,7 +7,7 @@ import pytest
 from kernelskill.llm import LLMAuthError, LLMUnavailable, RetryPolicy, make_client
 
 from .conftest import ANTHROPIC_KEY, ask
-from .server import anthropic_ok, error
+from kernelskill.llm.local_server import anthropic_ok, error
 
 
 def client(server, sleeps, policy, env=None):

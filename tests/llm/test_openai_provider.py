@@ -14,7 +14,7 @@ from kernelskill.llm import (
 )
 
 from .conftest import KEY, ask
-from .server import Reply, error, openai_ok
+from kernelskill.llm.local_server import Reply, error, openai_ok
 
 
 def client(server, sleeps, policy, *, env=None, rng=lambda: 0.5, timeout_s=10.0, model="openai/test-model"):

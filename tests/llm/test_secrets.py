@@ -11,7 +11,7 @@ from kernelskill.llm.base import Secret
 from kernelskill.llm.registry import _LOCAL_PLACEHOLDER_KEY
 
 from .conftest import ANTHROPIC_KEY, KEY, ask
-from .server import Reply, anthropic_ok, openai_ok
+from kernelskill.llm.local_server import Reply, anthropic_ok, openai_ok
 
 LOGGERS = ("", "kernelskill", "openai", "anthropic", "httpx", "httpx2", "httpcore", "httpcore2")
 

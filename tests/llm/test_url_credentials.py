@@ -14,7 +14,7 @@ from kernelskill.llm import LLMError, RetryPolicy, make_client
 from kernelskill.llm.base import Message
 from kernelskill.redact import redact_text, redact_url
 
-from .server import openai_ok
+from kernelskill.llm.local_server import openai_ok
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SECRETS = ("pw-S3CRET", "Q-S3CRET")

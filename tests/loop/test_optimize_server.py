@@ -16,7 +16,7 @@ import pytest
 
 from kernelskill.store import RunStore
 
-from ..llm.server import ScriptedServer, error, openai_ok
+from kernelskill.llm.local_server import ScriptedServer, error, openai_ok
 from .helpers import PROBLEM, diagnosis, features, plan
 
 pytestmark = pytest.mark.slow
@@ -161,7 +161,7 @@ def test_killed_mid_run_then_resumed(server, tmp_path):
         ok(features()), ok(plan("kernel_fusion")), ok(code("fast")),  # round 1: promoted
     )
     server.add(ok(features()))  # round 2 starts ...
-    from ..llm.server import Reply
+    from kernelskill.llm.local_server import Reply
 
     slow_plan = ok(plan("cuda_graphs"))
     server.add(Reply(status=slow_plan.status, body=slow_plan.body, delay_s=60))  # ... and hangs in the Planner

@@ -195,7 +195,7 @@ def test_resume_continues_after_the_last_finished_round(tmp_path):
 
 
 def test_profile_of_each_base_is_stored_and_used_once(tmp_path):
-    from kernelskill.memory.evidence import Evidence
+    from kernelskill.memory.policy.evidence import Evidence
 
     profiled = []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelskill.memory.knowledge import KnowledgeBase, load_knowledge
+from kernelskill.memory import KnowledgeBase, load_knowledge
 
 
 @pytest.fixture(scope="session")

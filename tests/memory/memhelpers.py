@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kernelskill.memory.evidence import Evidence, FeatureValue, ProfilerKernel, ProfilerSummary
-from kernelskill.memory.features import unknown_features
+from kernelskill.memory.features.extract import FeatureValue
+from kernelskill.memory.policy.evidence import Evidence
+from kernelskill.profiling.summary import ProfilerKernel, ProfilerSummary
+from kernelskill.memory.features.extract import unknown_features
 from kernelskill.memory.knowledge import KnowledgeBase
-from kernelskill.memory.ncu import KernelRecord, MetricValue, NcuReport
+from kernelskill.profiling.ncu import KernelRecord, MetricValue, NcuReport
 from kernelskill.review.work import ProblemWork
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernelskill.memory.knowledge import load_knowledge
+from kernelskill.memory import load_knowledge
 
 LLM_DIR = Path(__file__).resolve().parents[1] / "data" / "decision" / "llm"
 KERNELS = sorted(p for p in LLM_DIR.iterdir() if p.is_dir())

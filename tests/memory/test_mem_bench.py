@@ -10,8 +10,8 @@ import yaml
 from typer.testing import CliRunner
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.bench import load_manifest, run_bench
-from kernelskill.memory.cli import memory_app
+from kernelskill.memory.tools.bench import load_manifest, run_bench
+from kernelskill.memory.tools.cli import memory_app
 from memhelpers import NCU_DATA
 
 SEEDED = NCU_DATA / "h200" / "decision_bench.yaml"

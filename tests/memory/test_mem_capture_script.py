@@ -150,7 +150,7 @@ def test_unknown_time_unit_is_an_error():
 
 
 def test_summary_agrees_with_the_package_parser():
-    from kernelskill.memory.ncu import load_ncu_csv
+    from kernelskill.profiling.ncu import load_ncu_csv
 
     for path in sorted((NCU_DATA / "h200").glob("*.csv")):
         summary, report = capture.summarize_csv(path.read_text()), load_ncu_csv(path)

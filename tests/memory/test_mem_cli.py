@@ -9,7 +9,7 @@ import pytest
 
 from typer.testing import CliRunner
 
-from kernelskill.memory.cli import memory_app
+from kernelskill.memory.tools.cli import memory_app
 from kernelskill.memory.knowledge import default_knowledge_dir
 from memhelpers import NCU_DATA, load_capture_script
 
@@ -85,7 +85,12 @@ def test_explain_no_match_is_shown(tmp_path):
                     "        return y\n")
     r = invoke("explain", "--code", str(code))
     assert r.exit_code == 0, r.output
-    assert "No case matched for structural_fallback" in r.output and "(none)" in r.output
+    assert "No case matched for structural_fallback" in r.output
+    # the advice the loop would hand its Planner: every method not forbidden, and the trace says why
+    assert "fallback: no decision-table case allowed a method" in r.output and "(none)" not in r.output
+    data = json.loads(invoke("explain", "--code", str(code), "--json").stdout)
+    assert data["case"] is None and data["fallback"] and data["backend"] == "triton"
+    assert len(data["allowed_methods"]) > 5 and not set(data["allowed_methods"]) & set(data["forbidden"])
 
 
 def test_explain_profile_needs_existing_files(tmp_path):

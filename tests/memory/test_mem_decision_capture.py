@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.memory.bench import load_manifest, run_bench
-from kernelskill.memory.codeview import build_view
-from kernelskill.memory.features import extract_features
+from kernelskill.memory.tools.bench import load_manifest, run_bench
+from kernelskill.memory.features.codeview import build_view
+from kernelskill.memory.features.extract import extract_features
 from kernelskill.problem import read_problem
 from kernelskill.store import RunStore
 from memhelpers import NCU_DATA, REPO
@@ -115,7 +115,7 @@ if args[:2] == ["-m", "kernelskill.review.work"]:
 if args[0] == "-c":
     print("fake 1.0")  # a build (imports the candidate) or an environment probe
     sys.exit(0)
-assert args[:2] == ["-m", "kernelskill.memory.profile_driver"], args  # the profiling driver
+assert args[:2] == ["-m", "kernelskill.profiling.driver"], args  # the profiling driver
 mode = args[2]
 if mode == "profile":
     json.dump({{"source": "torch.profiler", "forwards": 10, "forward_time_us": 700.0,

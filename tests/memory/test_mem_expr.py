@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelskill.memory.expr import ExprError, ExprTypeError, Unknown, compile_expr
+from kernelskill.memory.knowledge.expr import ExprError, ExprTypeError, Unknown, compile_expr
 
 U = Unknown({"m"})  # a missing value named m
 ENV = {"a": 2, "b": 3.5, "t": True, "f": False, "u": U, "v": Unknown({"n"}), "tier": "L", "zero": 0}

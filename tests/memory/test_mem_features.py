@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kernelskill.errors import CandidateError
-from kernelskill.memory.codeview import build_view, read_source
-from kernelskill.memory.features import clamp_feature_value, extract_features
+from kernelskill.memory.features.codeview import build_view, read_source
+from kernelskill.memory.features.extract import clamp_feature_value, extract_features
 from memhelpers import load_capture_script
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from kernelskill.memory.bench import run_bench
-from kernelskill.memory.evidence import RUN_FEATURES, Evidence
+from kernelskill.memory.tools.bench import run_bench
+from kernelskill.memory.policy.evidence import RUN_FEATURES, Evidence
 from kernelskill.review.work import ProblemWork
 from test_mem_features import features
 from test_mem_heldout_rules import decide_fixture
@@ -126,9 +126,9 @@ def test_the_zero_filled_tanh_drops_the_fill_first(kb):
     assert d.case == "sf_pointwise_zero_fill" and d.allowed_methods[0] == "algebraic_simplification"
     # on a large problem (floor over 10 us) the case is not taken
     big = ProblemWork(source="test", gpu="h200", flops=0, bytes=2**29, output_bytes=2**28, precision="fp32")
-    from kernelskill.memory.codeview import build_view
-    from kernelskill.memory.features import extract_features
-    from kernelskill.memory.policy import decide
+    from kernelskill.memory.features.codeview import build_view
+    from kernelskill.memory.features.extract import extract_features
+    from kernelskill.memory.policy.decide import decide
     view = build_view((HELDOUT2 / "lb_l1_022_gemini_tanh" / "candidate.py").read_text(), "candidate.py")
     d = decide(kb, Evidence(code_features=extract_features(kb.code_features, view), problem=big))
     assert d.case == "sf_single_pointwise"

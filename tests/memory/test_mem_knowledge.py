@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from kernelskill.errors import ExitCode, KnowledgeBaseError
-from kernelskill.memory.knowledge import (
+from kernelskill.memory import load_knowledge
+from kernelskill.memory.knowledge.loader import (
     MIN_CASES, MIN_CODE_FEATURES, MIN_METHODS, REQUIRED_BOTTLENECKS, REQUIRED_METHODS, check_coverage,
-    default_knowledge_dir, load_knowledge,
+    default_knowledge_dir,
 )  # fmt: skip
 
 
@@ -156,7 +157,7 @@ def test_rule_feature_without_an_extractor(kb_copy):
     data["code_features"].append({"id": "uses_magic", "definition": "d", "type": "bool", "mode": "rule",
                                   "cuda": "magic", "triton": "magic"})  # fmt: skip
     path.write_text(yaml.safe_dump(data))
-    expected = "code_features.yaml: code_features.uses_magic: mode is 'rule' but code_rules.py has no extractor"
+    expected = "code_features.yaml: code_features.uses_magic: mode is 'rule' but features/rules.py has no extractor"
     assert expected in problems(kb_copy)
 
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from kernelskill.llm.accounting import Budget
 from kernelskill.loop.optimize import OptimizeRequest, optimize
 from kernelskill.loop.settings import LoopSettings
-from kernelskill.memory.cli import memory_app
-from kernelskill.memory.learn import apply_proposal, learn, load_proposal, write_proposal
+from kernelskill.memory.tools.cli import memory_app
+from kernelskill.memory.tools.learn import apply_proposal, learn, load_proposal, write_proposal
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
 from memhelpers import REPO
@@ -63,6 +63,14 @@ def test_learn_reranks_a_case_by_measured_gain_with_provenance(kb, two_runs):
     assert "task gelu_chain round 2 candidate round-02" in ev["kernel_fusion"].provenance[0]
     assert "task gelu_chain round 4 candidate round-04" in ev["cuda_graphs"].provenance[1]
     assert all(r.endswith("(run 1, optimize, script:)") for r in proposal.runs)
+    # every try advised again through memory.advise with the proposal merged: the table's new order does not reach
+    # the Planner here, since kernel_fusion's gain rule ranks it ahead of graph replays whatever the case's order -
+    # which the proposal says, so the curator does not merge a change that changes nothing
+    assert len(pc.replayed) == 6 and all("(case sf_pointwise_chain)" in line for line in pc.replayed)
+    graphs = [line for line in pc.replayed if ": cuda_graphs " in line]
+    assert len(graphs) == 4 and all(line.endswith("cuda_graphs #2 of 2 -> #2 of 2 (case sf_pointwise_chain)")
+                                    for line in graphs)  # fmt: skip
+    assert any(n.startswith("sf_pointwise_chain: with this proposal the advice") for n in proposal.notes)
 
 
 def test_too_few_tries_propose_nothing(kb, two_runs):

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernelskill.memory.bench import run_bench
-from kernelskill.memory.codeview import build_view
-from kernelskill.memory.evidence import Evidence
-from kernelskill.memory.features import extract_features
-from kernelskill.memory.policy import decide
+from kernelskill.memory.tools.bench import run_bench
+from kernelskill.memory.features.codeview import build_view
+from kernelskill.memory.policy.evidence import Evidence
+from kernelskill.memory.features.extract import extract_features
+from kernelskill.memory.policy.decide import decide
 from kernelskill.review.work import ProblemWork
 from memhelpers import make_evidence
 from test_mem_features import cuda_candidate, features

@@ -88,7 +88,7 @@ def test_raw_metrics_follow_the_derived_fields(kb):
 
 
 def test_merged_launches_and_the_field_comparison_on_a_recorded_capture(kb):
-    from kernelskill.memory.ncu import parse_ncu_csv
+    from kernelskill.profiling.ncu import parse_ncu_csv
 
     text = (NCU_DATA / "h200" / "many_tiny_launches.csv").read_text()
     per_kernel = parse_ncu_csv(text)
@@ -120,7 +120,7 @@ def test_one_report_splits_into_before_and_after_at_the_marker():
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(rows)
     parts = mcheck.split_variants(buf.getvalue())
-    from kernelskill.memory.ncu import parse_ncu_csv
+    from kernelskill.profiling.ncu import parse_ncu_csv
 
     before, after = parse_ncu_csv(parts["before"]), parse_ncu_csv(parts["after"])
     assert sum(k.launches for k in before.kernels) == 1

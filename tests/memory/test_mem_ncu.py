@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.ncu import canonical_unit, load_ncu_csv, parse_ncu_csv, parse_number
+from kernelskill.profiling.ncu import canonical_unit, load_ncu_csv, parse_ncu_csv, parse_number
 from memhelpers import NCU_DATA
 
 HEAD = '"ID","Process ID","Kernel Name","Block Size","gpu__time_duration.sum","dram__bytes_read.sum",' \

@@ -9,7 +9,7 @@ import yaml
 
 from memhelpers import BASE_FIELDS, make_evidence
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.policy import decide
+from kernelskill.memory.policy.decide import decide
 
 TABLE = yaml.safe_load((Path(__file__).parent / "decision_cases.yaml").read_text())
 
@@ -229,7 +229,7 @@ def test_method_not_applicable_to_the_backend_is_vetoed(kb):
 
 
 def test_hottest_kernel_drives_the_decision_and_all_are_recorded(kb):
-    from kernelskill.memory.ncu import load_ncu_csv
+    from kernelskill.profiling.ncu import load_ncu_csv
 
     ev = make_evidence(kb, fields=None, code=None)
     ev.ncu, ev.ncu_status = load_ncu_csv(Path(__file__).parents[1] / "data/ncu/synthetic_many_tiny_launches.csv"), "ok"

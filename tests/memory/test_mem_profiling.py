@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.collect import profile_candidate
-from kernelskill.memory.policy import decide
-from kernelskill.memory import profile_driver
-from kernelskill.memory.profiling import (
+from kernelskill.memory.policy.collect import profile_candidate
+from kernelskill.memory.policy.decide import decide
+from kernelskill.profiling import driver as profile_driver
+from kernelskill.profiling.run import (
     DRIVER_MODULE, DRIVER_NAME, EXIT_NO_GPU, ProfileSettings, classify_ncu_failure, clean_environment, driver_command,
     ncu_import_command, ncu_profile_command, run_step,
 )  # fmt: skip
@@ -96,7 +96,7 @@ print("==PROF== Disconnected from process 4242")
 FAKE_PYTHON = f"""#!{sys.executable}
 import importlib.util, json, os, sys
 args = sys.argv[1:]
-assert args[:2] == ["-m", "kernelskill.memory.profile_driver"], args
+assert args[:2] == ["-m", "kernelskill.profiling.driver"], args
 spec = importlib.util.find_spec(args[1])  # found with the environment the driver gets
 compile(open(spec.origin).read(), spec.origin, "exec")  # the driver must at least be valid Python
 mode = args[2]
@@ -221,7 +221,7 @@ def test_environment_drops_secret_looking_names(monkeypatch):
     ],
 )  # fmt: skip
 def test_classify_ncu_outcomes(returncode, stdout, stderr, status, words):
-    from kernelskill.memory.profiling import StepResult
+    from kernelskill.profiling.run import StepResult
 
     got = classify_ncu_failure(StepResult(["ncu"], returncode, 1.0, stdout, stderr), timeout=9)
     if status is None:
@@ -334,7 +334,7 @@ def test_explain_profiles_with_the_real_driver_on_a_machine_without_gpu_or_ncu(f
     # No fakes: the real driver runs under this Python (torch, no usable GPU) and there is no ncu.
     from typer.testing import CliRunner
 
-    from kernelskill.memory.cli import memory_app
+    from kernelskill.memory.tools.cli import memory_app
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     problem, candidate = files

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernelskill.memory.evidence import ProblemWork
-from kernelskill.memory.policy import decide
+from kernelskill.review.work import ProblemWork
+from kernelskill.memory.policy.decide import decide
 from kernelskill.review.work import measure_problem_work
 from kernelskill.review.roofline import compute_precision, find_gpu, floor_ms
 from memhelpers import make_evidence
@@ -115,7 +115,7 @@ def test_forward_time_falls_back_to_ncu_as_a_lower_bound(kb):
 
 
 def test_the_gpu_comes_from_the_ncu_report_when_the_problem_does_not_name_it(kb):
-    from kernelskill.memory.ncu import MetricValue
+    from kernelskill.profiling.ncu import MetricValue
 
     ev = make_evidence(kb, fields={}, code={})
     ev.problem = ProblemWork(source="test", flops=0, bytes=4.8e9, precision="fp32")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.memory.collect import collect_evidence
-from kernelskill.memory.policy import decide
+from kernelskill.memory.policy.collect import collect_evidence
+from kernelskill.memory.policy.decide import decide
 from memhelpers import NCU_DATA, load_capture_script
 
 CAPTURE = load_capture_script()

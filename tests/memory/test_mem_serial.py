@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.memory.evidence import Evidence
-from kernelskill.memory.policy import decide
+from kernelskill.memory.policy.evidence import Evidence
+from kernelskill.memory.policy.decide import decide
 from memhelpers import BASE_FIELDS, code_features, make_evidence, report_from_fields
 from test_mem_features import NAIVE_GEMM, cuda_candidate, features
 

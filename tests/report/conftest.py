@@ -19,7 +19,7 @@ import pytest
 
 from kernelskill.report import TaskResult, build_results, write_results
 from kernelskill.store import RunStore
-from kernelskill.store.outcome import RoundRecord
+from kernelskill.loop.outcome import RoundRecord
 
 PROBLEM_SOURCE = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 

@@ -13,7 +13,7 @@ import pytest
 
 from kernelskill.report import TaskResult, build_results, compute_metrics
 from kernelskill.report.results import level_key
-from kernelskill.store.outcome import rounds_to_best_of
+from kernelskill.loop.outcome import rounds_to_best_of
 from tests.report.conftest import RUN, fixture_tasks
 
 

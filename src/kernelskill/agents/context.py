@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernelskill.memory.schema import MethodSpec
+from kernelskill.memory.knowledge.schema import MethodSpec
 
 Backend = Literal["triton", "cuda"]
 

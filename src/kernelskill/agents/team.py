@@ -38,7 +38,7 @@ from kernelskill.agents.replies import (
     parse_plan,
 )
 from kernelskill.llm.base import Completion, LLMClient, Message
-from kernelskill.memory.schema import CodeFeatureSpec
+from kernelskill.memory.knowledge.schema import CodeFeatureSpec
 
 T = TypeVar("T")
 

@@ -33,7 +33,7 @@ EVERY_NODE = "every node needs the same kernelskill, torch and triton as this ma
 
 def _probe() -> dict:
     import kernelskill
-    from kernelskill.memory.profiling import find_ncu
+    from kernelskill.profiling.run import find_ncu
 
     try:
         import torch

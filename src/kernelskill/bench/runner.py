@@ -29,7 +29,8 @@ from kernelskill.folders import write_atomically
 from kernelskill.llm.accounting import Budget
 from kernelskill.llm.base import LLMAuthError, LLMClient
 from kernelskill.loop.context import Event, task_context
-from kernelskill.loop.evaluator import Evaluator, check_backend, pooled_evaluator, wants_profiles
+from kernelskill.loop.evaluator import Evaluator, pooled_evaluator, wants_profiles
+from kernelskill.loop.setup import open_run
 from kernelskill.loop.runner import TaskRunner
 from kernelskill.loop.settings import Ablation, LoopSettings
 from kernelskill.loop.state import LoopState
@@ -38,8 +39,7 @@ from kernelskill.redact import redact_url
 from kernelskill.report.results import BenchResults, TaskResult, build_results, write_results
 from kernelskill.settings import Backend, Baseline, ReviewSettings
 from kernelskill.store import RunStore, safe_name
-from kernelskill.store.lock import hold_run_folder
-from kernelskill.store.outcome import summarize
+from kernelskill.loop.outcome import summarize
 from kernelskill.store.resume import refuse_changes
 
 
@@ -97,40 +97,28 @@ def run_bench(
     stop: threading.Event | None = None,
 ) -> BenchResults:
     """Run (or resume) the benchmark. `client` and `evaluator` replace the real ones in tests."""
-    from kernelskill.llm.registry import make_client
-
     if client is None:
         refuse_replay(request.model)
     tasks = discover(request.problems, request.levels, request.indices)
+    loop = request.loop.ablated(request.ablation)
+    review = request.review
+    if request.baseline == "compile" and loop.rounds == 0:
+        # no round can replace a seed: each seed's own review times torch.compile(Model) beside it, and the best
+        # needs no second review
+        review = review.model_copy(update={"baseline": "compile"})
+    run_dir = request.out or Path("runs") / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    stop = stop or threading.Event()
     evaluator = evaluator or _evaluator(request)
-    try:
-        check_backend(evaluator.device, request.backend)
-        loop = request.loop.ablated(request.ablation)
-        review_settings = request.review.model_copy(update={"device": evaluator.device, "backend": request.backend})
-        if request.baseline == "compile" and loop.rounds == 0:
-            # no round can replace a seed: each seed's own review times torch.compile(Model) beside it, and the best
-            # needs no second review
-            review_settings = review_settings.model_copy(update={"baseline": "compile"})
-        run_dir = request.out or Path("runs") / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-        stop = stop or threading.Event()
-        # one writer per run folder (store/lock.py): two `bench --resume` of one folder would run every task twice
-        with hold_run_folder(run_dir, create=not request.resume, command="bench"), \
-                (RunStore.open(run_dir) if request.resume else RunStore.create(run_dir)) as store:
-            run_id, config = _run_row(store, request, loop, review_settings, evaluator)
-            config["run_dir"] = str(store.run_dir)
-            config["run_id"] = run_id
-            if client is None:
-                client = make_client(request.model, request.base_url)
-            kb = None
-            if loop.long_term_memory:
-                from kernelskill.memory.knowledge import load_knowledge
-
-                kb = load_knowledge()
-            bench = _Bench(store, run_id, config, tasks, client, kb, evaluator, loop, review_settings, request,
-                           on_event, stop)
-            return bench.run()
-    finally:
-        evaluator.close()
+    with open_run(run_dir, "bench", resume=request.resume, evaluator=evaluator, backend=request.backend,
+                  review=review) as run:  # fmt: skip
+        store = run.store
+        run_id, config = _run_row(store, request, loop, run.review, evaluator)
+        config["run_dir"] = str(store.run_dir)
+        config["run_id"] = run_id
+        client = run.client(request.model, request.base_url, given=client)
+        bench = _Bench(store, run_id, config, tasks, client, run.knowledge(loop), evaluator, loop, run.review,
+                       request, on_event, stop)
+        return bench.run()
 
 
 def _evaluator(request: BenchRequest) -> Evaluator:

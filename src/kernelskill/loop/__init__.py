@@ -9,6 +9,6 @@ failing kernel or optimizes the base → review → update the short-term memory
 Modules: settings (LoopSettings), state (the loop's state, its JSON snapshot and the promotion rule), feedback
 (review results and decisions as the agents see them), evaluator (where each review and profile runs, and what
 comes back), context (what a task runs against), runner (the loop), optimize (the `optimize` command's
-orchestration: run folder, store, client, summary), display (live progress). A task's outcome and its history
-lines are store/outcome.py's.
+orchestration: run folder, store, client, summary), display (live progress), outcome (a task's history lines and
+what it came to, which the store persists and the report reads).
 """

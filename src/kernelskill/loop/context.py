@@ -20,7 +20,7 @@ from kernelskill.memory.knowledge import KnowledgeBase
 from kernelskill.problem import Problem
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
-from kernelskill.store.outcome import RoundRecord
+from kernelskill.loop.outcome import RoundRecord
 
 
 @dataclass

@@ -8,7 +8,7 @@ from rich.status import Status
 from rich.table import Table
 
 from kernelskill.loop.context import Event
-from kernelskill.store.outcome import RoundRecord
+from kernelskill.loop.outcome import RoundRecord
 
 _VERDICT_STYLE = {"correct": "green", "no_candidate": "yellow"}
 

@@ -43,13 +43,13 @@ from kernelskill.candidate import Candidate
 from kernelskill.errors import KernelSkillError
 from kernelskill.folders import write_atomically
 from kernelskill.loop.settings import LoopSettings
-from kernelskill.memory.evidence import Evidence
+from kernelskill.memory.policy.evidence import Evidence
 from kernelskill.review.results import ReviewResult
 from kernelskill.settings import ReviewSettings
 
 if TYPE_CHECKING:
     from kernelskill.memory.knowledge import KnowledgeBase
-    from kernelskill.memory.profiling import ProfileSettings
+    from kernelskill.profiling.run import ProfileSettings
     from kernelskill.review.reviewer import Prebuilt, Warmed
 
 # what runs in the worker, replaceable (tests: scripted ones); the defaults are review/reviewer.py's and
@@ -234,8 +234,8 @@ class _ThisMachine:
         return self._warm(problem, settings, log_dir=log_dir, env={"CUDA_VISIBLE_DEVICES": gpus[0]} if gpus else None)
 
     def profile(self, problem: Path, candidate: Path, kb: KnowledgeBase, keep: Path) -> Profiled:
-        from kernelskill.memory.collect import profile_candidate
-        from kernelskill.memory.profiling import ProfileSettings
+        from kernelskill.memory.policy.collect import profile_candidate
+        from kernelskill.profiling.run import ProfileSettings
 
         run = self._profiler or profile_candidate
         with self._devices.take() as (env, waited):
@@ -247,7 +247,7 @@ class _ThisMachine:
     def cannot_profile(self) -> str | None:
         if self._profiler is not None:
             return None
-        from kernelskill.memory.profiling import find_ncu
+        from kernelskill.profiling.run import find_ncu
 
         if self.device != "cuda":
             return "a GPU; on the CPU the decision rests on code features alone"
@@ -461,8 +461,8 @@ def _remote_review(problem_path: str, problem_source: str, candidate: dict, sett
 
 def _remote_profile(problem_name: str, problem_source: str, candidate_name: str, candidate_source: str, kb) -> dict:
     start = time.monotonic()
-    from kernelskill.memory.collect import profile_candidate
-    from kernelskill.memory.profiling import ProfileSettings
+    from kernelskill.memory.policy.collect import profile_candidate
+    from kernelskill.profiling.run import ProfileSettings
 
     with tempfile.TemporaryDirectory(prefix="kernelskill-ray-") as tmp:
         problem, candidate, keep = Path(tmp) / problem_name, Path(tmp) / candidate_name, Path(tmp) / "profile"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from kernelskill.agents.context import DecisionBrief, RankedMethodBrief, ReviewFeedback
-from kernelskill.memory.decision import Decision
+from kernelskill.memory.policy.trace import Advice
 from kernelskill.review.render import failure_reason
 from kernelskill.review.results import ReviewResult
-from kernelskill.store.outcome import verdict
+from kernelskill.loop.outcome import verdict
 
 # The log tail is the last resort for a crash or timeout whose message says little; compiler errors and mismatch
 # summaries are already in `error`.
@@ -49,23 +49,22 @@ def reason_of(feedback: ReviewFeedback) -> str:
     return failure_reason(feedback.error, check)
 
 
-def decision_brief(decision: Decision, allowed: list[str], note: str | None = None) -> DecisionBrief:
-    """The decision as the Planner reads it: bottleneck, case, allowed methods and the evidence that was known."""
+def decision_brief(decision: Advice) -> DecisionBrief:
+    """The advice as the Planner reads it: bottleneck, case, allowed methods and the evidence that was known."""
     evidence = [f"{f.id} = {_fmt(f.value)}" for f in decision.fields if f.status == "ok"]
     evidence += [f"{f.id} = {_fmt(f.value)}" for f in decision.run_features if f.status == "ok"]
     evidence += [f"{name} = {_fmt(v.value)}" for name, v in decision.features.items() if v.status == "ok"]
     evidence += [f"predicate {name} is true" for name, t in decision.predicates.items() if t.state == "true"]
     # the trace keeps every caveat in full; the Planner gets each bounded (the lists of missing metrics run long)
     caveats = [c if len(c) <= _CAVEAT_CHARS else c[:_CAVEAT_CHARS] + " …" for c in decision.caveats]
-    if note:
-        caveats.append(note)
+    if decision.fallback:
+        caveats.append(decision.fallback)
     return DecisionBrief(
         bottleneck=decision.bottleneck,
         case=decision.case,
         tier=decision.tier,
-        allowed_methods=allowed,
-        ranked=[RankedMethodBrief(method=r.method, gain=r.gain, why=r.why) for r in decision.ranking
-                if r.method in allowed],
+        allowed_methods=list(decision.allowed_methods),
+        ranked=[RankedMethodBrief(method=r.method, gain=r.gain, why=r.why) for r in decision.ranking],
         forbidden_methods=list(decision.forbidden),
         evidence=evidence,
         caveats=caveats,

@@ -25,16 +25,16 @@ from kernelskill.llm.accounting import Budget
 from kernelskill.llm.base import LLMClient
 from kernelskill.llm.scripted import ReplayClient
 from kernelskill.loop.context import Event, task_context
-from kernelskill.loop.evaluator import Evaluator, check_backend, local_evaluator, wants_profiles
+from kernelskill.loop.evaluator import Evaluator, local_evaluator, wants_profiles
 from kernelskill.loop.runner import TaskRunner
 from kernelskill.loop.settings import LoopSettings
+from kernelskill.loop.setup import RunSetup, open_run
 from kernelskill.loop.state import LoopState
 from kernelskill.problem import Problem, check_problem, read_problem
 from kernelskill.redact import redact_url
 from kernelskill.settings import Backend, ReviewSettings
 from kernelskill.store import RunStore
-from kernelskill.store.lock import hold_run_folder
-from kernelskill.store.outcome import TaskOutcome, summarize
+from kernelskill.loop.outcome import TaskOutcome, summarize
 from kernelskill.store.resume import refuse_changes
 
 
@@ -95,41 +95,26 @@ def optimize(
     check_problem(problem)  # ... and one whose Model or get_inputs() raises, before any run folder is made
     if request.resume and request.out is None:
         raise KernelSkillError("--resume needs --out DIR: the run folder of the run to continue")
-    given, evaluator = evaluator, evaluator or local_evaluator(request.review.device, request.backend)
-    try:
-        check_backend(evaluator.device, request.backend)
-        review_settings = request.review.model_copy(update={"device": evaluator.device, "backend": request.backend})
-        run_dir = request.out or default_run_dir(problem.path)
-        # one writer per run folder: a second `--resume` of the same folder would redo the same rounds
-        with hold_run_folder(run_dir, create=not request.resume, command="optimize"):
-            store = RunStore.open(run_dir) if request.resume else RunStore.create(run_dir)
-            with store:
-                return _optimize_in(store, request, problem, evaluator, review_settings, client, on_event, start)
-    finally:
-        if given is None:  # ours: its spare workers go with it
-            evaluator.close()
+    owned = evaluator is None
+    evaluator = evaluator or local_evaluator(request.review.device, request.backend)
+    with open_run(request.out or default_run_dir(problem.path), "optimize", resume=request.resume,
+                  evaluator=evaluator, backend=request.backend, review=request.review, owns_evaluator=owned) as run:
+        return _optimize_in(run, request, problem, client, on_event, start)
 
 
-def _optimize_in(store: RunStore, request: OptimizeRequest, problem: Problem, evaluator: Evaluator,
-                 review_settings: ReviewSettings, client: LLMClient | None, on_event: Callable[[Event], None],
-                 start: float) -> OptimizeSummary:
+def _optimize_in(run: RunSetup, request: OptimizeRequest, problem: Problem, client: LLMClient | None,
+                 on_event: Callable[[Event], None], start: float) -> OptimizeSummary:
     """The run itself, in the locked and opened run store."""
-    from kernelskill.llm.registry import make_client
-
+    store, evaluator, review_settings = run.store, run.evaluator, run.review
     device = evaluator.device
     run_id, task_id, loop_settings, model = _run_and_task(store, request, problem, device, review_settings)
     on_event(Event("info", f"run folder {store.run_dir} ({'resumed' if request.resume else 'new'}); "
                            f"{problem.name} on {device}, {request.backend}, model {model}"))
-    if client is None:
-        client = make_client(model, request.base_url)
+    client = run.client(model, request.base_url, given=client)
     if isinstance(client, ReplayClient):  # replies the interrupted run already used are not served again
         for agent, count in _used_replies(store, task_id).items():
             client.skip(agent, count)
-    kb = None
-    if loop_settings.long_term_memory:
-        from kernelskill.memory.knowledge import load_knowledge
-
-        kb = load_knowledge()
+    kb = run.knowledge(loop_settings)
     ctx = task_context(store, run_id, task_id, problem, client, request.budget, kb, review_settings, loop_settings,
                        evaluator, on_event, profiles=wants_profiles(loop_settings, evaluator))
     try:

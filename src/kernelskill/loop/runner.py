@@ -31,14 +31,13 @@ from kernelskill.llm.scripted import ReplayExhausted
 from kernelskill.loop.context import Event, TaskContext
 from kernelskill.loop.feedback import decision_brief, failed_feedback, reason_of, review_feedback, verdict_of
 from kernelskill.loop.state import KernelRef, LoopState, promotion
-from kernelskill.memory.codeview import build_view
-from kernelskill.memory.evidence import Evidence
-from kernelskill.memory.features import extract_features
-from kernelskill.memory.policy import decide
-from kernelskill.problem import read_problem
-from kernelskill.review.sol import problem_work
+from kernelskill.memory.features.codeview import build_view
+from kernelskill.memory.features.extract import extract_features
+from kernelskill.memory.policy.advise import advise
+from kernelskill.memory.policy.collect import with_problem
+from kernelskill.memory.policy.evidence import Evidence, TriedMethod
 from kernelskill.store import safe_name
-from kernelskill.store.outcome import NO_CANDIDATE, RoundRecord, repair_rank
+from kernelskill.loop.outcome import NO_CANDIDATE, RoundRecord, repair_rank
 
 
 def _sha(text: str) -> str:
@@ -326,7 +325,7 @@ class TaskRunner:
                          feedback=feedback)
 
     def _decide(self, i: int, round_id: int, base: KernelRef, tag: dict):
-        """Features (rules + the Feature Extractor) and, on a GPU, the profile of the base → the decision policy."""
+        """Features (rules + the Feature Extractor) and, on a GPU, the base's profile → memory.advise."""
         ctx, st, kb = self.ctx, self.state, self.ctx.kb
         assert kb is not None
         key = _sha(base.source)
@@ -350,28 +349,19 @@ class TaskRunner:
             ctx.store.add_profile(base.candidate_id, profiled.evidence.model_dump(mode="json"),
                                   seconds=profiled.stage_seconds.get("profile"),
                                   queue_seconds=profiled.stage_seconds.get("queue"))
-        evidence = self._evidence.get(key)
         features = extract_features(kb.code_features, build_view(base.source, base.path), judge)
-        if evidence is None:
-            evidence = Evidence(code_path=base.path, code_features=features)
+        tried = [TriedMethod(method=a.method, outcome=a.outcome, speedup=a.speedup) for a in st.attempts]
+        cached = self._evidence.get(key)
+        if cached is None:
+            evidence = Evidence(code_path=base.path, code_features=features, tried=tried)
         else:
-            evidence = evidence.model_copy(update={"code_features": features})
+            evidence = cached.model_copy(update={"code_features": features, "tried": tried})
         if ctx.task.device == "cuda":  # the floor needs a GPU's peaks; the base's measured time sets the distance
-            work = problem_work(read_problem(ctx.problem_path))  # counted once per problem, reviews share it
-            evidence.problem = work.model_copy(update={"gpu": ctx.task.device_name, "forward_ms": base.ms})
-        decision = decide(kb, evidence)
-        methods = [m for m in kb.methods if m.cues.applicable(ctx.task.backend)]
-        applicable = {m.id for m in methods}
-        allowed = [m for m in decision.allowed_methods if m in applicable]
-        note = None
-        if not allowed:
-            allowed = [m.id for m in methods if m.id not in decision.forbidden]
-            note = ("no decision-table case allowed a method for this kernel; every method not forbidden is open "
-                    "to the Planner")
-        ctx.store.add_decision(round_id, base.candidate_id, decision.model_dump(mode="json"))
-        brief = decision_brief(decision, allowed, note)
-        cards = [kb.method(m) for m in allowed]
-        return brief, [c for c in cards if c is not None]
+            evidence = with_problem(evidence, ctx.problem_path, ctx.task.device_name, base.ms)
+        advice = advise(kb, evidence, backend=ctx.task.backend)
+        ctx.store.add_decision(round_id, base.candidate_id, advice.model_dump(mode="json"))
+        cards = [kb.method(m) for m in advice.allowed_methods]
+        return decision_brief(advice), [c for c in cards if c is not None]
 
     def _record(self, rec: RoundRecord) -> None:
         with self._history_lock:  # seeds finish on several threads

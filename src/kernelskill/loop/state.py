@@ -1,5 +1,5 @@
 """The loop's state between rounds, the promotion rule, and the short-term memory it carries (its history lines,
-RoundRecord, are store/outcome.py's).
+RoundRecord, are loop/outcome.py's).
 
 The whole state is one pydantic object. After every round it is written to the run store as JSON, so a resumed run
 starts from the last finished round exactly as if it had never stopped.
@@ -12,7 +12,7 @@ import statistics
 from pydantic import BaseModel, Field
 
 from kernelskill.agents.context import Attempt, RepairStep, ReviewFeedback
-from kernelskill.store.outcome import RoundRecord
+from kernelskill.loop.outcome import RoundRecord, compare_ms
 
 
 class KernelRef(BaseModel):
@@ -32,7 +32,7 @@ class KernelRef(BaseModel):
         """The time two kernels are compared on: the trimmed mean where the review has one, so that a few
         disturbed samples (a descheduled host, a busy build beside the timing) do not decide which kernel is best;
         on clean samples it drops nothing and equals the mean."""
-        return self.robust_ms if self.robust_ms is not None else self.ms
+        return compare_ms(self.ms, self.robust_ms)
 
 
 class LoopState(BaseModel):

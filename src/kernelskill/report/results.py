@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from kernelskill.errors import KernelSkillError
 from kernelskill.folders import write_atomically
 from kernelskill.report.metrics import Metrics, compute_metrics
-from kernelskill.store.outcome import TaskOutcome
+from kernelskill.loop.outcome import TaskOutcome
 from kernelskill.store.rows import TaskStatus
 
 RESULTS_NAME = "results.json"

@@ -16,7 +16,7 @@ from kernelskill.errors import KernelSkillError
 from kernelskill.report.results import BenchResults, TaskResult
 from kernelskill.review.render import failure_reason
 from kernelskill.store import DB_NAME, CandidateRow, DecisionRow, ReviewRow, RunStore
-from kernelskill.store.outcome import RoundRecord, repair_rank, verdict
+from kernelskill.loop.outcome import RoundRecord, repair_rank, verdict
 
 
 @dataclass

@@ -11,8 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kernelskill.store.outcome import Branch
-
+Branch = Literal["seed", "repair", "optimize"]  # what a round does (the loop's branches)
 RunKind = Literal["optimize", "bench"]
 RunStatus = Literal["running", "finished", "interrupted", "failed"]
 TaskStatus = Literal["pending", "running", "finished", "failed"]

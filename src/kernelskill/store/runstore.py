@@ -21,8 +21,8 @@ from kernelskill.errors import KernelSkillError
 from kernelskill.folders import write_atomically
 from kernelskill.store import db
 from kernelskill.store.db import RowT, safe_name
-from kernelskill.store.outcome import Branch
 from kernelskill.store.rows import (
+    Branch,
     CandidateRow,
     DecisionRow,
     LLMCallRow,
@@ -386,20 +386,6 @@ class RunStore:
         for seconds, queued in profiles:
             _add_stage_seconds(totals, {k: v for k, v in (("profile", seconds), ("queue", queued)) if v is not None})
         return {k: round(v, 3) for k, v in sorted(totals.items())}
-
-    def full_precision_best_ms(self, task_id: int) -> tuple[float | None, bool]:
-        """The mean time of the task's fastest correct kernel that is not flagged reduced_precision (None: there is
-        none), and whether any of its verdict reviews recorded a precision at all (runs before it did not)."""
-        best, recorded = None, False
-        for c in self.candidates(task_id):
-            r = self.review_of(c.id)
-            if r is None:
-                continue
-            recorded = recorded or r.result.get("precision") is not None
-            ms = r.candidate_ms
-            if r.correct and ms is not None and "reduced_precision" not in (r.flags or []):
-                best = ms if best is None else min(best, ms)
-        return best, recorded
 
     def success_by_rules(self, task_id: int) -> tuple[bool | None, bool | None]:
         """Whether any kernel of the task was correct under strict and under kernelbench rules, from each kernel's

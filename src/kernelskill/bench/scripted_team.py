@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.llm.server import Reply, openai_ok
+from kernelskill.llm.local_server import Reply, openai_ok
 
 _ROLE = re.compile(r"Your role: the (\w+)")
 _TASK = re.compile(r"Problem `([^`]+)`")

@@ -1,6 +1,6 @@
 """Profile a candidate on the GPU: Nsight Compute metrics and PyTorch-profiler run features of one forward.
 
-The driver (`profile_driver`, run as `python -m kernelskill.memory.profile_driver`) loads the problem and the
+The driver (`profile_driver`, run as `python -m kernelskill.profiling.driver`) loads the problem and the
 candidate, builds `Model` and `ModelNew` with `get_init_inputs()`, copies the reference's parameters and buffers into
 the candidate where name and shape match (so both compute with the same weights), moves the candidate and the inputs
 to the GPU and runs warm-up forwards (Triton compiles, caches fill) before anything is measured. It is run twice:
@@ -39,15 +39,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.evidence import NcuStatus, ProfilerSummary
-from kernelskill.memory.ncu import NcuReport, parse_ncu_csv
+from kernelskill.profiling.ncu import NcuReport, parse_ncu_csv
+from kernelskill.profiling.summary import NcuStatus, ProfilerSummary
 
 # Exit codes of the driver (anything else: the interpreter or CUDA died).
 EXIT_SETUP = 2  # the problem or the candidate failed to import, build or run (argparse's code for bad arguments)
 EXIT_PROFILER = 3  # the model ran, but the PyTorch profiler failed
 EXIT_NO_GPU = 4  # PyTorch sees no CUDA device
 
-DRIVER_MODULE = "kernelskill.memory.profile_driver"  # not imported here: the package imports this module
+DRIVER_MODULE = "kernelskill.profiling.driver"  # not imported here: the package imports this module
 DRIVER_NAME = "profile_driver.sh"
 """Kept with the logs: the driver's two runs as they were started, to run again by hand."""
 
@@ -116,7 +116,7 @@ def ncu_profile_command(ncu: str, driver: list[str], report: Path, launch_count:
 
 def driver_script(commands: list[list[str]], env: dict[str, str], exported: list[str]) -> str:
     """A shell script that runs `commands` again, with the variables named in `exported` set as they were."""
-    lines = ["#!/bin/sh", "# The profiling driver's runs, as kernelskill.memory.profiling started them (ncu's own",
+    lines = ["#!/bin/sh", "# The profiling driver's runs, as kernelskill.profiling.run started them (ncu's own",
              "# command line around the second one is in ncu_profile.log).", 'cd "$(dirname "$0")"']
     lines += [f"export {name}={shlex.quote(env[name])}" for name in exported if name in env]
     return "\n".join(lines + [shlex.join(c) for c in commands]) + "\n"

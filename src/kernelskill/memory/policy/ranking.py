@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kernelskill.memory.decision import ExprTrace, RankedMethod
-from kernelskill.memory.expr import Unknown, Value
+from kernelskill.memory.policy.trace import ExprTrace, RankedMethod
+from kernelskill.memory.knowledge.expr import Unknown, Value
 from kernelskill.memory.knowledge import KnowledgeBase
 
 Evaluate = Callable[[str, str, bool], ExprTrace]  # (knowledge key, trace id, boolean) -> trace

@@ -15,6 +15,10 @@ never made correct counts as 0). Tries are grouped by (case, method), and
 - new: rounds for which no case matched (the Planner chose among every method) give a new case for that bottleneck,
   gated by the code features true in all of them, allowing the methods that won.
 
+Each proposed case is then tried on the rounds it was learned from: their evidence (the stored advice's code
+features and problem, the base's stored profile) goes through `kernelskill.memory.advise` with the proposal merged,
+the same function the loop asked, and `replayed` says where the tried method ranks before and after.
+
 The proposal is data for a curator, never applied by itself: each case says what it would replace, with the tries,
 gains and provenance (run, task, round, candidate) behind it. `memory validate --proposal` checks it against the
 knowledge base: the proposed cases replace or join the table and the whole base is loaded and checked again.
@@ -33,8 +37,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.knowledge import KnowledgeBase, default_knowledge_dir, load_knowledge
-from kernelskill.memory.schema import Case
+from kernelskill.memory.knowledge import KnowledgeBase, default_knowledge_dir
+from kernelskill.memory.knowledge.schema import Case
+from kernelskill.memory.policy.advise import advise
+from kernelskill.memory.policy.evidence import Evidence
+from kernelskill.memory.policy.load import load_knowledge
+from kernelskill.memory.policy.trace import Advice
 
 
 class _Strict(BaseModel):
@@ -55,6 +63,9 @@ class ProposedCase(_Strict):
     case: Case
     was: list[str] = []  # the table's allowed methods before (rerank)
     evidence: list[MethodEvidence]
+    # the rounds it was learned from, advised again with the proposal merged: where the tried method ranks, before
+    # -> after (rounds whose evidence was not stored are left out)
+    replayed: list[str] = []
 
 
 class Proposal(_Strict):
@@ -71,6 +82,8 @@ class _Try:
     correct: bool
     where: str
     features: dict[str, object] = field(default_factory=dict)
+    evidence: Evidence | None = None  # what the round's advice was made on, when the store kept it
+    backend: str | None = None
 
 
 def learn(run_dirs: list[Path], kb: KnowledgeBase, min_tries: int = 2) -> Proposal:
@@ -86,6 +99,7 @@ def learn(run_dirs: list[Path], kb: KnowledgeBase, min_tries: int = 2) -> Propos
     for (case_id, bottleneck, method), ts in tries.items():
         if kb.method(method) is not None:
             by_case[(case_id, bottleneck)][method] = ts
+    learned_from: list[dict[str, list[_Try]]] = []
     for (case_id, bottleneck), methods in sorted(by_case.items(), key=lambda kv: str(kv[0])):
         evidence = {m: _evidence(m, ts) for m, ts in methods.items()}
         if case_id is None:
@@ -94,7 +108,32 @@ def learn(run_dirs: list[Path], kb: KnowledgeBase, min_tries: int = 2) -> Propos
             proposed = _rerank(case_id, evidence, min_tries, kb, notes)
         if proposed is not None:
             cases.append(proposed)
-    return Proposal(runs=runs, min_tries=min_tries, cases=cases, notes=notes)
+            learned_from.append(methods)
+    proposal = Proposal(runs=runs, min_tries=min_tries, cases=cases, notes=notes)
+    if cases:
+        merged = apply_proposal(proposal, kb.directory)
+        for pc, methods in zip(cases, learned_from, strict=True):
+            replays = [_replay(kb, merged, m, t) for m, ts in methods.items() for t in ts if t.evidence is not None]
+            pc.replayed = [line for line, _ in replays]
+            if replays and not any(moved for _, moved in replays):
+                proposal.notes.append(f"{pc.case.id}: with this proposal the advice on the rounds it was learned from "
+                                      "does not change (the methods' gain rules, not the case's order, rank them "
+                                      "there)")  # fmt: skip
+    return proposal
+
+
+def _replay(kb: KnowledgeBase, merged: KnowledgeBase, method: str, t: _Try) -> tuple[str, bool]:
+    """'where: method #2 of 3 -> #1 of 3 (case c)', and whether the advice moved the method."""
+    assert t.evidence is not None
+    before, after = advise(kb, t.evidence, backend=t.backend), advise(merged, t.evidence, backend=t.backend)
+    was, now = _rank(before, method), _rank(after, method)
+    return f"{t.where}: {method} {was} -> {now} (case {after.case or 'none'})", was != now
+
+
+def _rank(advice: Advice, method: str) -> str:
+    if method in advice.allowed_methods:
+        return f"#{advice.allowed_methods.index(method) + 1} of {len(advice.allowed_methods)}"
+    return "forbidden" if method in advice.forbidden else "not allowed"
 
 
 def _read_run(run_dir: Path, tries: dict, notes: list[str]) -> str:
@@ -129,10 +168,25 @@ def _read_run(run_dir: Path, tries: dict, notes: list[str]) -> str:
                 features = {k: v.get("value") for k, v in d.decision.get("features", {}).items()
                             if v.get("status") == "ok" and v.get("mode") == "rule"}  # fmt: skip
                 key = (d.case_id, d.bottleneck, r.method)
-                tries[key].append(_Try(speedup / base.speedup if speedup else 0.0, bool(speedup), where, features))
+                tries[key].append(_Try(speedup / base.speedup if speedup else 0.0, bool(speedup), where, features,
+                                       _stored_evidence(store, d), d.decision.get("backend")))
         return f"{run_dir} (run {run.id}, {run.kind}, {run.model})"
     finally:
         store.close()
+
+
+def _stored_evidence(store, d) -> Evidence | None:
+    """The evidence a stored advice was made on: the base's profile (ncu, profiler) with the advice's own code
+    features and problem. None for a run stored before advice kept its problem, or one that does not read back."""
+    if "backend" not in d.decision:  # written before advise(): its evidence cannot be rebuilt faithfully
+        return None
+    profile = store.profile_of(d.candidate_id)
+    data = {**(profile.evidence if profile is not None else {}), "code_features": d.decision.get("features", {}),
+            "problem": d.decision.get("problem"), "tried": d.decision.get("tried", [])}  # fmt: skip
+    try:
+        return Evidence.model_validate(data)
+    except ValidationError:
+        return None
 
 
 def _outcome(store, made, children) -> tuple[float | None, bool]:

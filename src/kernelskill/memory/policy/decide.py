@@ -14,15 +14,15 @@ import re
 from typing import Any
 
 from kernelskill.errors import KernelSkillError, KnowledgeBaseError
-from kernelskill.memory.decision import (
+from kernelskill.memory.policy.trace import (
     CaseTrace, Decision, ExprTrace, FieldTrace, ForbiddenTrace, KernelSummary, RuleTrace, State, TierTrace, Veto,
 )  # fmt: skip
-from kernelskill.memory.evidence import RUN_FEATURES, Evidence
-from kernelskill.memory.expr import ExprTypeError, Unknown, Value
+from kernelskill.memory.policy.evidence import RUN_FEATURES, Evidence
+from kernelskill.memory.knowledge.expr import ExprTypeError, Unknown, Value
 from kernelskill.memory.knowledge import TIER_NAME, KnowledgeBase
-from kernelskill.memory.ncu import KernelRecord
-from kernelskill.memory.ranking import rank_methods
-from kernelskill.memory.schema import FieldSpec
+from kernelskill.profiling.ncu import KernelRecord
+from kernelskill.memory.policy.ranking import rank_methods
+from kernelskill.memory.knowledge.schema import FieldSpec
 
 
 def decide(kb: KnowledgeBase, evidence: Evidence, kernel: str | None = None) -> Decision:

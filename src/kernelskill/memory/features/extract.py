@@ -8,12 +8,22 @@ as unknown with the raw answer, so a bad reply cannot steer the policy.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, Protocol
 
-from kernelskill.memory.code_rules import RULES
-from kernelskill.memory.codeview import SourceView
-from kernelskill.memory.evidence import FeatureValue
-from kernelskill.memory.schema import CodeFeatureSpec
+from pydantic import BaseModel
+
+from kernelskill.memory.features.codeview import SourceView
+from kernelskill.memory.features.rules import RULES
+from kernelskill.memory.knowledge.schema import CodeFeatureSpec
+
+
+class FeatureValue(BaseModel):
+    """A code feature's value, or why it is unknown."""
+
+    value: bool | int | str | None
+    mode: Literal["rule", "llm"]
+    status: Literal["ok", "unknown"]
+    reason: str | None = None
 
 
 class FeatureJudge(Protocol):

@@ -9,7 +9,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from kernelskill.memory.evidence import FeatureValue, NcuStatus
+from kernelskill.memory.features.extract import FeatureValue
+from kernelskill.memory.policy.evidence import TriedMethod
+from kernelskill.review.work import ProblemWork
+from kernelskill.profiling.summary import NcuStatus
 
 State = Literal["true", "false", "unknown"]
 
@@ -121,3 +124,14 @@ class Decision(BaseModel):
     ranking: list[RankedMethod] = []  # the allowed methods with their expected gain and why, in rank order
     missing: list[str]  # evidence names that were unknown in some evaluated expression of this trace
     caveats: list[str]  # plain-language warnings about how far to trust the decision
+
+
+class Advice(Decision):
+    """The decision as it is handed on: to the Planner, to `memory explain`, to the decision benchmark and to `memory
+    learn` alike (advise.py). `allowed_methods` and `ranking` are what the Planner is shown."""
+
+    backend: str | None = None  # the backend the methods are for (the task's, else the candidate's own)
+    fallback: str | None = None  # set when no case left a method: why every method not forbidden is open instead
+    tried: list[TriedMethod] = []  # methods already tried on this kernel, with their outcome
+    problem: ProblemWork | None = None  # the problem's work the floor came from (with the profile and the features
+    # stored beside it, `memory learn` can advise on the same evidence again)

@@ -1,9 +1,10 @@
-"""Load the long-term memory (YAML files in memory/knowledge/) and check it.
+"""Read the long-term memory (the YAML files beside this module) and check it.
 
-Loading checks three things and reports every problem at once, each naming file, key and problem:
+Reading checks three things and reports every problem at once, each naming file, key and problem:
 1. YAML syntax and the schema of each section (schema.py);
 2. cross-references: ids are unique, expressions compile and read only names defined before them, cases and rules
-   name existing bottlenecks, tiers and methods, every rule-mode code feature and run feature has an extractor;
+   name existing bottlenecks, tiers and methods, every rule-mode code feature and run feature has an extractor
+   (the extractors are code above this package: the caller names them, see `Extractors`);
 3. (`check_coverage`, used by `memory validate`) the coverage the project promises: 18+ code features, 30+ cases
    and methods, the required bottleneck and method ids.
 """
@@ -19,8 +20,8 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from kernelskill.errors import KnowledgeBaseError
-from kernelskill.memory.expr import Expr, ExprError, compile_expr
-from kernelskill.memory.schema import (
+from kernelskill.memory.knowledge.expr import Expr, ExprError, compile_expr
+from kernelskill.memory.knowledge.schema import (
     SECTIONS, BottleneckSpec, Case, CodeFeatureSpec, DerivedSpec, FieldSpec, ForbiddenRule, HeadroomTiers,
     MethodRanking, MethodSpec, PredicateSpec, PriorityRules, RunFeatureSpec,
 )  # fmt: skip
@@ -39,7 +40,18 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader whe
 
 
 def default_knowledge_dir() -> Path:
-    return Path(__file__).resolve().parent / "knowledge"
+    return Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Extractors:
+    """The names the code can compute: rule-mode code features, and run features with the sources each is read from.
+    The knowledge base may only declare what is here, and must declare all of it."""
+
+    code_rules: frozenset[str]
+    run_features: dict[str, frozenset[str]]
+    code_where: str = "features/rules.py"  # where a curator finds them, for messages
+    run_where: str = "policy/evidence.py"
 
 
 @dataclass
@@ -85,8 +97,9 @@ class KnowledgeBase:
         }  # fmt: skip
 
 
-def load_knowledge(directory: str | Path | None = None) -> KnowledgeBase:
-    """Load and check the knowledge base in `directory` (default: the one shipped in the package)."""
+def read_knowledge(directory: str | Path | None, extractors: Extractors) -> KnowledgeBase:
+    """Read and check the knowledge base in `directory` (None: the one shipped in the package) against the code's
+    `extractors`. `kernelskill.memory.load_knowledge` passes the package's own."""
     root = Path(directory) if directory is not None else default_knowledge_dir()
     if not root.is_dir():
         raise KnowledgeBaseError(f"{root}: the knowledge-base directory does not exist")
@@ -105,7 +118,7 @@ def load_knowledge(directory: str | Path | None = None) -> KnowledgeBase:
     if problems:
         raise _error(root, problems)
     kb = KnowledgeBase(directory=root, section_files=files, **sections)
-    problems = _Checker(kb).run()
+    problems = _Checker(kb, extractors).run()
     if problems:
         raise _error(root, problems)
     return kb
@@ -188,8 +201,8 @@ def _schema_problems(file: str, section: str, data: Any, exc: ValidationError) -
 class _Checker:
     """Cross-reference checks over a schema-valid knowledge base; collects problems."""
 
-    def __init__(self, kb: KnowledgeBase) -> None:
-        self.kb = kb
+    def __init__(self, kb: KnowledgeBase, extractors: Extractors) -> None:
+        self.kb, self.extractors = kb, extractors
         self.problems: list[str] = []
 
     def add(self, key: str, problem: str) -> None:
@@ -252,20 +265,18 @@ class _Checker:
         self.kb.exprs[key] = expr
 
     def check_extractors(self) -> None:
-        from kernelskill.memory.code_rules import RULES
-        from kernelskill.memory.evidence import RUN_FEATURES
-
+        ex = self.extractors
         rule_ids = {f.id for f in self.kb.code_features if f.mode == "rule"}
-        for fid in sorted(rule_ids - RULES.keys()):
-            self.add(f"code_features.{fid}", "mode is 'rule' but code_rules.py has no extractor for it")
-        for fid in sorted(RULES.keys() - rule_ids):
-            self.add("code_features", f"code_rules.py extracts {fid!r}, which is not declared here with mode 'rule'")
+        for fid in sorted(rule_ids - ex.code_rules):
+            self.add(f"code_features.{fid}", f"mode is 'rule' but {ex.code_where} has no extractor for it")
+        for fid in sorted(ex.code_rules - rule_ids):
+            self.add("code_features", f"{ex.code_where} extracts {fid!r}, which is not declared here with mode 'rule'")
         for f in self.kb.run_features:
             for source in f.sources:
-                if source not in RUN_FEATURES.get(f.id, {}):
-                    self.add(f"run_features.{f.id}.sources", f"evidence.py cannot compute it from {source!r}")
-        for fid in sorted(RUN_FEATURES.keys() - {f.id for f in self.kb.run_features}):
-            self.add("run_features", f"evidence.py computes {fid!r}, which is not declared here")
+                if source not in ex.run_features.get(f.id, frozenset()):
+                    self.add(f"run_features.{f.id}.sources", f"{ex.run_where} cannot compute it from {source!r}")
+        for fid in sorted(ex.run_features.keys() - {f.id for f in self.kb.run_features}):
+            self.add("run_features", f"{ex.run_where} computes {fid!r}, which is not declared here")
 
     def check_patterns(self) -> None:
         for group in KERNEL_NAME_GROUPS:

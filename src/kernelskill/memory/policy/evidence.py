@@ -10,43 +10,24 @@ the hottest kernel comes from ncu (the kernel whose metrics drive the decision).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel
 
-from kernelskill.errors import KernelSkillError
-from kernelskill.memory.ncu import NcuReport
+from kernelskill.memory.features.extract import FeatureValue
+from kernelskill.profiling.ncu import NcuReport
+from kernelskill.profiling.summary import NcuStatus, ProfilerKernel, ProfilerSummary
 from kernelskill.review.work import ProblemWork
 
-NcuStatus = Literal["ok", "not_provided", "missing", "not_permitted", "timed_out", "failed"]
 
+class TriedMethod(BaseModel):
+    """A method already tried on the kernel being advised on, and how it went (the loop's optimization memory)."""
 
-class ProfilerKernel(BaseModel):
-    name: str
-    count: int = Field(ge=1)  # launches over all profiled forwards
-    total_time_us: float = Field(ge=0)  # GPU time over all profiled forwards
-
-
-class ProfilerSummary(BaseModel):
-    """Kernel launches recorded by the PyTorch profiler over `forwards` calls of the candidate's forward."""
-
-    source: str = "torch.profiler"
-    forwards: int = Field(ge=1)
-    forward_time_us: float | None = Field(default=None, gt=0)  # mean wall time of one forward, synchronized
-    kernels: list[ProfilerKernel]
-
-
-class FeatureValue(BaseModel):
-    """A code feature's value, or why it is unknown."""
-
-    value: bool | int | str | None
-    mode: Literal["rule", "llm"]
-    status: Literal["ok", "unknown"]
-    reason: str | None = None
+    method: str
+    outcome: str  # promoted | improved | not_faster | failed
+    speedup: float | None = None  # the tried kernel's speedup over eager, when it was correct
 
 
 class Evidence(BaseModel):
@@ -59,25 +40,7 @@ class Evidence(BaseModel):
     code_path: str | None = None
     code_features: dict[str, FeatureValue] = {}
     collection: list[str] = []  # how the evidence was gathered (profiling commands, their outcome and time)
-
-
-def load_profiler_summary(path: str | Path) -> ProfilerSummary:
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise KernelSkillError(f"{p}: cannot read the run-features JSON: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise KernelSkillError(f"{p}: line {exc.lineno}: not valid JSON: {exc.msg}") from None
-    try:
-        return ProfilerSummary.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise KernelSkillError(
-            f"{p}: {key}: {first['msg']} (expected {{\"forwards\": N, \"forward_time_us\": T, "
-            f"\"kernels\": [{{\"name\": ..., \"count\": ..., \"total_time_us\": ...}}]}})"
-        ) from None
+    tried: list[TriedMethod] = []  # methods already tried on this kernel (the advice marks them, never hides them)
 
 
 # ---- run features: (evidence, kernel-name patterns) -> value, or None when this source cannot give it ----------------

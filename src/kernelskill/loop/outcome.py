@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-if TYPE_CHECKING:  # runstore.py imports this module
+from kernelskill.store.rows import Branch
+
+if TYPE_CHECKING:
     from kernelskill.store.runstore import RunStore
 
-Branch = Literal["seed", "repair", "optimize"]
 Promotion = Literal["best", "base", "best+base"]
 NO_CANDIDATE = "no_candidate"  # the verdict of a round whose agents produced no usable kernel
 # When no seed is correct, the failure to repair first: the one that got furthest (it compiled and ran)
@@ -68,6 +69,34 @@ def restated(history: Sequence[RoundRecord], eager_ms: float | None) -> list[Rou
         update["best_speedup"] = None if best_ms is None else eager_ms / best_ms
         out.append(rec.model_copy(update=update))
     return out
+
+
+def compare_ms(mean_ms: float | None, trimmed_ms: float | None) -> float | None:
+    """The time two correct kernels are compared on, to pick the best: the trimmed mean of the review's samples
+    where it has one, else their mean. The trimmed mean, because a few samples disturbed by the machine (a clock
+    step, another process) move a mean enough to swap two kernels within noise; the mean stays the figure reported
+    (the paper's), of the kernel this picks. The loop's promotion (KernelRef.compare_ms) and the summary's
+    full-precision best both go through here."""
+    return trimmed_ms if trimmed_ms is not None else mean_ms
+
+
+def full_precision_best(store: RunStore, task_id: int) -> tuple[float | None, bool]:
+    """The mean time of the task's best correct kernel that is not flagged reduced_precision (picked on compare_ms;
+    None: there is none), and whether any of its reviews recorded a precision at all (runs before it did not)."""
+    best: tuple[float, float] | None = None  # (compare time, mean time)
+    recorded = False
+    for c in store.candidates(task_id):
+        r = store.review_of(c.id)
+        if r is None:
+            continue
+        recorded = recorded or r.result.get("precision") is not None
+        if not r.correct or r.candidate_ms is None or "reduced_precision" in (r.flags or []):
+            continue
+        trimmed = (((r.result.get("timing") or {}).get("candidate") or {}).get("trimmed_mean_ms"))
+        key = compare_ms(r.candidate_ms, trimmed)
+        if key is not None and (best is None or key < best[0]):
+            best = (key, r.candidate_ms)
+    return (best[1] if best else None), recorded
 
 
 def rounds_to_best_of(history: Sequence[RoundRecord]) -> int | None:
@@ -157,7 +186,7 @@ def summarize(store: RunStore, task_id: int, state: LoopResult, *, best_path: st
     strict, kernelbench = store.success_by_rules(task_id)
     llm = store.llm_totals(task_id)
     sol = (review.result.get("speed_of_light") or {}) if review is not None else {}
-    full_ms, precision_recorded = store.full_precision_best_ms(task_id)
+    full_ms, precision_recorded = full_precision_best(store, task_id)
     reduced = ("reduced_precision" in review.flags) if review is not None and precision_recorded else None
     best_speedup = state.speedup_of(best)
     full_speedup = (best_speedup if reduced is False else

@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.codeview import read_source
-from kernelskill.memory.evidence import Evidence, load_profiler_summary
-from kernelskill.memory.features import FeatureJudge, extract_features, unknown_features
-from kernelskill.memory.knowledge import KnowledgeBase, load_knowledge
-from kernelskill.memory.ncu import load_ncu_csv
-from kernelskill.memory.profiling import ProfileSettings, run_profile
+from kernelskill.memory.features.codeview import read_source
+from kernelskill.memory.features.extract import FeatureJudge, extract_features, unknown_features
+from kernelskill.memory.knowledge import KnowledgeBase
+from kernelskill.memory.policy.evidence import Evidence
+from kernelskill.memory.policy.load import load_knowledge
+from kernelskill.profiling.ncu import load_ncu_csv
+from kernelskill.profiling.run import ProfileSettings, run_profile
+from kernelskill.profiling.summary import load_profiler_summary
 
 
 def collect_evidence(
@@ -64,3 +66,16 @@ def profile_candidate(
         profiler_note=run.profiler_note, code_path=str(candidate),
         code_features=extract_features(kb.code_features, view, judge), collection=collection,
     )  # fmt: skip
+
+
+def with_problem(
+    evidence: Evidence, problem: Path, gpu: str | None = None, forward_ms: float | None = None
+) -> Evidence:
+    """The evidence with the problem's minimum work (counted once per problem in this process), and the GPU and the
+    candidate's forward time that place it against the problem's floor (None: the ncu report's GPU, the measured
+    time of the profile). A problem file that cannot be read is an error that names it."""
+    from kernelskill.problem import read_problem
+    from kernelskill.review.sol import problem_work
+
+    work = problem_work(read_problem(problem))
+    return evidence.model_copy(update={"problem": work.model_copy(update={"gpu": gpu, "forward_ms": forward_ms})})

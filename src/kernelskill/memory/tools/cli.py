@@ -12,18 +12,19 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.bench import run_bench
-from kernelskill.memory.learn import apply_proposal, learn, load_proposal, write_proposal
-from kernelskill.memory.collect import collect_evidence, profile_candidate
-from kernelskill.memory.knowledge import check_coverage, load_knowledge
-from kernelskill.memory.policy import decide
-from kernelskill.review.work import measure_problem_work
-from kernelskill.memory.profiling import ProfileSettings
-from kernelskill.memory.render import (
+from kernelskill.memory.knowledge import check_coverage
+from kernelskill.memory.policy.advise import BACKENDS, advise
+from kernelskill.memory.policy.collect import collect_evidence, profile_candidate, with_problem
+from kernelskill.memory.policy.load import load_knowledge
+from kernelskill.memory.tools.bench import advise_kernel, run_bench
+from kernelskill.memory.tools.learn import apply_proposal, learn, load_proposal, write_proposal
+from kernelskill.memory.tools.render import (
     decision_json, render_bench, render_decision, render_method, render_methods,
 )  # fmt: skip
+from kernelskill.profiling.run import ProfileSettings
 
 memory_app = typer.Typer(
     name="memory",
@@ -113,6 +114,14 @@ def explain(
     candidate: Annotated[FileOpt, typer.Option(help="Candidate to profile (with --problem).", dir_okay=False)] = None,
     kernel: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Regex: explain this kernel instead of the hottest.")] = None,
+    bench: Annotated[FileOpt, typer.Option(
+        help="A decision-benchmark manifest: explain its kernel --id, on the evidence `memory bench` scores.",
+        dir_okay=False)] = None,
+    kernel_id: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--id", help="The kernel of --bench to explain.")] = None,
+    backend: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Advise for this backend (cuda or triton), as the loop does for its task; default: the candidate's "
+             "own.")] = None,
     ncu: Annotated[str, typer.Option(help="Nsight Compute executable for --problem/--candidate.")] = "ncu",
     profile_timeout_s: Annotated[float, typer.Option(
         help="Time limit of ncu's run on the candidate (the plain profiler run gets 120 s).", min=1)] = 300.0,
@@ -121,13 +130,15 @@ def explain(
     knowledge: KnowledgeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show how the policy turns evidence into a bottleneck, a case and the allowed methods.
+    """Show how the policy turns evidence into a bottleneck, a case and the allowed methods - the same advice, by
+    the same function (kernelskill.memory.advise), that the optimization loop hands its Planner.
 
     Examples:
       kernelskill memory explain --metrics ncu.csv --code candidate.py
       kernelskill memory explain --metrics ncu.csv --run-features profile.json --json
       kernelskill memory explain --problem problem.py --candidate candidate.py --profile-dir /tmp/prof
       kernelskill memory explain --problem problem.py --metrics ncu.csv --code candidate.py --gpu h200
+      kernelskill memory explain --bench tests/data/ncu/h200/decision_bench.yaml --id naive_gemm
 
     With --problem/--candidate the candidate is profiled here (a GPU, PyTorch and Nsight Compute are needed):
     warm-up forwards, then ncu --set full --clock-control none on one forward, plus a PyTorch-profiler run. When
@@ -144,24 +155,34 @@ def explain(
         if problem is not None and candidate is None and metrics is None and run_features is None and code is None:
             raise KernelSkillError("--problem alone gives only the floor: add --candidate (profile it) or captured "
                                    "evidence (--metrics, --run-features, --code)")  # fmt: skip
+        if backend is not None and backend not in BACKENDS:
+            raise KernelSkillError(f"--backend {backend!r}: give one of {', '.join(BACKENDS)}")
+        if (bench is None) != (kernel_id is None):
+            raise KernelSkillError("--bench and --id go together: the manifest, and the kernel of it to explain")
         kb = load_knowledge(knowledge)
-        if problem is not None and candidate is not None:
-            settings = ProfileSettings(ncu=ncu, ncu_timeout_s=profile_timeout_s, keep_dir=profile_dir)
-            evidence = profile_candidate(problem, candidate, kb, settings)
+        if bench is not None:
+            others = [n for n, v in (("--metrics", metrics), ("--code", code), ("--run-features", run_features),
+                                     ("--problem", problem), ("--candidate", candidate), ("--gpu", gpu),
+                                     ("--forward-ms", forward_ms), ("--backend", backend), ("--kernel", kernel))
+                      if v is not None]  # fmt: skip
+            if others:
+                raise KernelSkillError(f"--bench takes its evidence from the manifest: drop {', '.join(others)}")
+            advice = advise_kernel(bench, kernel_id, kb)  # type: ignore[arg-type]
         else:
-            evidence = collect_evidence(kb, metrics=metrics, code=code, run_features=run_features)
-        if problem is not None:
-            if not problem.is_file():
-                raise KernelSkillError(f"{problem}: no such problem file")
-            work = measure_problem_work(problem)
-            evidence.problem = work.model_copy(update={"gpu": gpu, "forward_ms": forward_ms})
-        elif gpu is not None or forward_ms is not None:
-            raise KernelSkillError("--gpu and --forward-ms set the floor, which needs --problem")
-        decision = decide(kb, evidence, kernel=kernel)
+            if problem is not None and candidate is not None:
+                settings = ProfileSettings(ncu=ncu, ncu_timeout_s=profile_timeout_s, keep_dir=profile_dir)
+                evidence = profile_candidate(problem, candidate, kb, settings)
+            else:
+                evidence = collect_evidence(kb, metrics=metrics, code=code, run_features=run_features)
+            if problem is not None:
+                evidence = with_problem(evidence, problem, gpu, forward_ms)
+            elif gpu is not None or forward_ms is not None:
+                raise KernelSkillError("--gpu and --forward-ms set the floor, which needs --problem")
+            advice = advise(kb, evidence, backend=backend, kernel=kernel)
         if as_json:
-            print(decision_json(decision))
+            print(decision_json(advice))
         else:
-            render_decision(decision, _console(), kb)
+            render_decision(advice, _console(), kb)
 
 
 @memory_app.command("methods")
@@ -200,7 +221,9 @@ def bench_cmd(
     knowledge: KnowledgeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Score the decision policy against expert labels: is an expert method allowed, is one ranked first?
+    """Score the advice against expert labels: is an expert method allowed, is one ranked first?
+
+    Each kernel is advised on by kernelskill.memory.advise, as the loop advises its Planner.
 
     Example: kernelskill memory bench tests/data/ncu/h200/decision_bench.yaml
     """
@@ -241,6 +264,8 @@ def learn_cmd(
         for pc in proposal.cases:
             console.print(f"{pc.action:<7} {pc.case.id}: {', '.join(pc.case.allowed)}"
                           + (f"  (was {', '.join(pc.was)})" if pc.was else ""))  # fmt: skip
+            for line in pc.replayed:
+                console.print(f"        [dim]advised again: {escape(line)}[/dim]")
         for note in proposal.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
         console.print(f"{len(proposal.cases)} proposed case(s) from {len(proposal.runs)} run(s) -> {out}")

@@ -10,10 +10,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from kernelskill.memory.bench import BenchReport
-from kernelskill.memory.decision import Decision, ExprTrace
+from kernelskill.memory.tools.bench import BenchReport
+from kernelskill.memory.policy.trace import Advice, Decision, ExprTrace
 from kernelskill.memory.knowledge import KnowledgeBase
-from kernelskill.memory.schema import MethodSpec
+from kernelskill.memory.knowledge.schema import MethodSpec
 
 _STATE_STYLE = {"true": "green", "false": "red", "unknown": "yellow", "value": ""}
 
@@ -56,7 +56,8 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
-def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> None:
+def render_decision(decision: Advice, console: Console, kb: KnowledgeBase) -> None:
+    """The advice with its whole trace, in the order the policy worked (evidence, decision, allowed methods)."""
     d = decision
     console.rule("[bold]Evidence")
     console.print(Text(f"ncu: {d.ncu_status}" + (f" - {d.ncu_note}" if d.ncu_note else "")
@@ -115,7 +116,7 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
         t.add_row(c.id + (" <-" if c.selected else ""), _state(c.state), gates, ", ".join(c.missing))
     console.print(t)
     console.print(f"[bold]Case:[/bold] {d.case}" if d.case else
-                  f"[bold yellow]No case matched[/bold yellow] for {d.bottleneck}: no allowed methods")  # fmt: skip
+                  f"[bold yellow]No case matched[/bold yellow] for {d.bottleneck}")  # fmt: skip
     t = _table("Global forbidden rules", "rule", "state", "applied", "forbids")
     for g in d.forbidden_rules:
         t.add_row(g.id, _state(g.state), "yes" if g.applied else (g.note or "no"), ", ".join(g.forbid))
@@ -125,7 +126,9 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
         for v in d.vetoed:
             t.add_row(v.method, v.rule, v.why)
         console.print(t)
-    console.rule("[bold]Allowed methods, ranked")
+    console.rule("[bold]Allowed methods, ranked" + (f" ({d.backend})" if d.backend else ""))
+    if d.fallback:
+        console.print(f"[bold yellow]fallback:[/bold yellow] {escape(d.fallback)}")
     if d.ranking:
         t = _table("Most promising first (estimated gain > 1 first, then the case's order)", "#", "method", "gain",
                    "case #", "why (evidence)")  # fmt: skip
@@ -145,6 +148,9 @@ def render_decision(decision: Decision, console: Console, kb: KnowledgeBase) -> 
         console.print("[yellow](none)[/yellow]")
     if d.forbidden:
         console.print(f"[bold]Forbidden:[/bold] {', '.join(d.forbidden)}")
+    for t_ in d.tried:
+        speedup = f", {t_.speedup:.3g}x vs eager" if t_.speedup is not None else ""
+        console.print(f"[bold]Tried on this kernel:[/bold] {t_.method} ({t_.outcome}{speedup})")
     if d.missing:
         console.print(f"[bold]Missing evidence:[/bold] {', '.join(d.missing)}")
     for c in d.caveats:

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from kernelskill.memory.codeview import SourceView
+from kernelskill.memory.features.codeview import SourceView
 
 _COOPERATION = re.compile(r"__shared__|__shfl\w*_sync|__reduce_\w+_sync|cg::|cooperative_groups|\batomic\w+\s*\(|"
                           r"\bcub::|\b(Block|Warp)Reduce\b")  # fmt: skip

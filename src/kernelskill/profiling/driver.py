@@ -1,11 +1,11 @@
 """The profiling driver: one (problem, candidate) pair in a process of its own, started by `profiling.run_profile`.
 
-    python -m kernelskill.memory.profile_driver ncu PROBLEM CANDIDATE [--warmup N]
+    python -m kernelskill.profiling.driver ncu PROBLEM CANDIDATE [--warmup N]
         N warm-up forwards, then one forward between cudaProfilerStart/Stop (run under ncu)
-    python -m kernelskill.memory.profile_driver profile PROBLEM CANDIDATE --out OUT [--warmup N] [--forwards M]
+    python -m kernelskill.profiling.driver profile PROBLEM CANDIDATE --out OUT [--warmup N] [--forwards M]
         N warm-up forwards, then the mean forward time (CUDA events) and the PyTorch profiler's kernels over M
         forwards -> OUT (JSON, the ProfilerSummary of evidence.py)
-    python -m kernelskill.memory.profile_driver check PROBLEM CANDIDATE --out OUT
+    python -m kernelskill.profiling.driver check PROBLEM CANDIDATE --out OUT
         build, copy parameters, compare one forward with Model's on any device -> OUT
 
 The problem is loaded as the review worker loads it (`kernelskill.problem`), the candidate from its file (Triton
@@ -24,7 +24,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from kernelskill.memory.profiling import EXIT_NO_GPU, EXIT_PROFILER, EXIT_SETUP
+from kernelskill.profiling.run import EXIT_NO_GPU, EXIT_PROFILER, EXIT_SETUP
 
 MODES = ("ncu", "profile", "check")
 SEED = 0
@@ -115,7 +115,7 @@ def _kernels(prof) -> list[dict]:
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m kernelskill.memory.profile_driver",
+    parser = argparse.ArgumentParser(prog="python -m kernelskill.profiling.driver",
                                      description="Run one forward of a candidate the way kernelskill profiles it.")
     parser.add_argument("mode", choices=MODES)
     parser.add_argument("problem", type=Path)

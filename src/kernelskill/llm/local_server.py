@@ -1,7 +1,9 @@
 """A real HTTP server on 127.0.0.1 that speaks just enough of the OpenAI chat-completions protocol
 (POST /v1/chat/completions) and the Anthropic messages protocol (POST /v1/messages) to drive the real SDKs.
 
-It serves a scripted sequence of replies, one per request, and records every request it received.
+It serves a scripted sequence of replies, one per request, and records every request it received. It ships with the
+package so that the tests and the maintainers' GPU checks (scripts/gpu_bench_check.py) run the real client code
+without the internet or a key.
 """
 
 from __future__ import annotations

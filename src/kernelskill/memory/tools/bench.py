@@ -6,7 +6,11 @@ the methods an expert would try first on it, with why. `run_bench` decides on ea
 
 - allowed: share of kernels where at least one expert method is among the allowed methods;
 - top-1:   share where the first-ranked method is an expert method;
-- empty:   kernels whose allowed set is empty (no case matched, or every method vetoed).
+- empty:   kernels on which the decision table left no method (no case matched, or every method vetoed).
+
+Each kernel is scored on the advice the Planner would be shown (`kernelskill.memory.advise`), not on the table's
+raw allowed set: when the table leaves nothing, the advice opens every method not forbidden, and that is scored
+(and the kernel listed under `empty`).
 
 Paths in the manifest are relative to the manifest's folder. Format:
 
@@ -19,6 +23,7 @@ Paths in the manifest are relative to the manifest's folder. Format:
         run_features: x.json         # PyTorch-profiler summary (optional)
         problem: {flops: 2.1e9, bytes: 1.3e7, precision: tf32}   # (output_bytes optional) or problem_file: P.py
         forward_ms: 0.39             # measured time of one forward (optional)
+        backend: triton              # the task's backend (optional; default: the candidate's own)
         expert: [shared_memory_tiling, tensor_cores]
         why: an untiled 1024^3 GEMM at 1 % of its floor ...
         source: where the kernel comes from
@@ -33,11 +38,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.memory.collect import collect_evidence
-from kernelskill.memory.evidence import ProblemWork
 from kernelskill.memory.knowledge import KnowledgeBase
-from kernelskill.memory.policy import decide
+from kernelskill.memory.policy.advise import advise
+from kernelskill.memory.policy.collect import collect_evidence, with_problem
+from kernelskill.memory.policy.evidence import Evidence
+from kernelskill.memory.policy.trace import Advice
 from kernelskill.review.roofline import PRECISIONS
+from kernelskill.review.work import ProblemWork
 
 
 class _Strict(BaseModel):
@@ -61,6 +68,7 @@ class BenchKernel(_Strict):
     problem_file: str | None = None
     gpu: str | None = None
     forward_ms: float | None = Field(default=None, gt=0)
+    backend: Literal["cuda", "triton"] | None = None  # the task's backend; default: the candidate's own
     expert: list[str] = Field(min_length=1)
     why: str = Field(min_length=10)
     source: str = ""
@@ -84,6 +92,7 @@ class KernelResult(BaseModel):
     allowed_hit: bool
     top1_hit: bool
     first_expert_rank: int | None  # rank of the best-ranked expert method among the allowed (1 = first)
+    fallback: bool = False  # the decision table left no method: the fallback's open set was scored
 
 
 class BenchReport(BaseModel):
@@ -91,7 +100,7 @@ class BenchReport(BaseModel):
     kernels: list[KernelResult]
     allowed_accuracy: float
     top1_accuracy: float
-    empty: list[str]
+    empty: list[str]  # kernels on which the decision table left no method (the advice fell back to all not forbidden)
     by_kind: dict[str, dict[str, float]]
 
 
@@ -130,45 +139,54 @@ def load_manifest(path: str | Path, kb: KnowledgeBase) -> BenchManifest:
     return manifest
 
 
-def _problem_work(k: BenchKernel, root: Path, default_gpu: str | None) -> ProblemWork | None:
+def kernel_evidence(k: BenchKernel, root: Path, default_gpu: str | None, kb: KnowledgeBase) -> Evidence:
+    """The evidence of one benchmark kernel: its captured files, and the problem's work from the manifest (or counted
+    from its problem file) with the GPU and the forward time that place the kernel against the floor."""
+    ev = collect_evidence(kb, metrics=root / k.metrics if k.metrics else None, code=root / k.code if k.code else None,
+                          run_features=root / k.run_features if k.run_features else None)  # fmt: skip
     gpu = k.gpu or default_gpu
     if k.problem is not None:
-        return ProblemWork(source="manifest", flops=k.problem.flops, bytes=k.problem.bytes,
-                           output_bytes=k.problem.output_bytes, precision=k.problem.precision, gpu=gpu,
-                           forward_ms=k.forward_ms)  # fmt: skip
-    if k.problem_file is not None:
-        from kernelskill.review.work import measure_problem_work
+        ev.problem = ProblemWork(source="manifest", flops=k.problem.flops, bytes=k.problem.bytes,
+                                 output_bytes=k.problem.output_bytes, precision=k.problem.precision, gpu=gpu,
+                                 forward_ms=k.forward_ms)  # fmt: skip
+    elif k.problem_file is not None:
+        ev = with_problem(ev, root / k.problem_file, gpu, k.forward_ms)
+    elif gpu is not None or k.forward_ms is not None:
+        ev.problem = ProblemWork(source="manifest", gpu=gpu, forward_ms=k.forward_ms,
+                                 note="the problem's work is not given")
+    return ev
 
-        return measure_problem_work(root / k.problem_file).model_copy(update={"gpu": gpu, "forward_ms": k.forward_ms})
-    if gpu is not None or k.forward_ms is not None:
-        return ProblemWork(source="manifest", gpu=gpu, forward_ms=k.forward_ms, note="the problem's work is not given")
-    return None
+
+def advise_kernel(path: str | Path, kernel_id: str, kb: KnowledgeBase) -> Advice:
+    """The advice on one kernel of a manifest, as run_bench scores it (`memory explain --bench M --id K` shows it)."""
+    p = Path(path)
+    manifest = load_manifest(p, kb)
+    k = next((k for k in manifest.kernels if k.id == kernel_id), None)
+    if k is None:
+        ids = ", ".join(k.id for k in manifest.kernels[:12]) + (", ..." if len(manifest.kernels) > 12 else "")
+        raise KernelSkillError(f"{p}: no kernel {kernel_id!r} (kernels: {ids})")
+    return advise(kb, kernel_evidence(k, p.parent, manifest.gpu, kb), backend=k.backend)
 
 
 def run_bench(path: str | Path, kb: KnowledgeBase) -> BenchReport:
     p = Path(path)
     manifest = load_manifest(p, kb)
-    root = p.parent
     results = []
     for k in manifest.kernels:
-        ev = collect_evidence(kb, metrics=root / k.metrics if k.metrics else None,
-                              code=root / k.code if k.code else None,
-                              run_features=root / k.run_features if k.run_features else None)  # fmt: skip
-        ev.problem = _problem_work(k, root, manifest.gpu)
-        d = decide(kb, ev)
-        pct = next((x.value for x in d.derived if x.id == "pct_of_floor" and x.state == "value"), None)
-        ranks = [i for i, m in enumerate(d.allowed_methods, start=1) if m in k.expert]
+        a = advise(kb, kernel_evidence(k, p.parent, manifest.gpu, kb), backend=k.backend)
+        pct = next((x.value for x in a.derived if x.id == "pct_of_floor" and x.state == "value"), None)
+        ranks = [i for i, m in enumerate(a.allowed_methods, start=1) if m in k.expert]
         results.append(KernelResult(
-            id=k.id, kind=k.kind, bottleneck=d.bottleneck, case=d.case, tier=d.tier, pct_of_floor=pct,
-            allowed=d.allowed_methods, expert=k.expert, allowed_hit=bool(ranks), top1_hit=ranks[:1] == [1],
-            first_expert_rank=ranks[0] if ranks else None,
+            id=k.id, kind=k.kind, bottleneck=a.bottleneck, case=a.case, tier=a.tier, pct_of_floor=pct,
+            allowed=a.allowed_methods, expert=k.expert, allowed_hit=bool(ranks), top1_hit=ranks[:1] == [1],
+            first_expert_rank=ranks[0] if ranks else None, fallback=a.fallback is not None,
         ))  # fmt: skip
     by_kind = {}
     for kind in sorted({r.kind for r in results}):
         rs = [r for r in results if r.kind == kind]
         by_kind[kind] = {"kernels": len(rs), "allowed": _share(rs, "allowed_hit"), "top1": _share(rs, "top1_hit")}
     return BenchReport(manifest=str(p), kernels=results, allowed_accuracy=_share(results, "allowed_hit"),
-                       top1_accuracy=_share(results, "top1_hit"), empty=[r.id for r in results if not r.allowed],
+                       top1_accuracy=_share(results, "top1_hit"), empty=[r.id for r in results if r.fallback],
                        by_kind=by_kind)  # fmt: skip
 
 

@@ -236,14 +236,15 @@ def optimize(
     compiled, verified and timed by the Reviewer. The best correct kernel ends in DIR/best.py."""
     from kernelskill.llm.registry import make_client, no_model_message
     from kernelskill.loop.display import LiveDisplay, print_summary
-    from kernelskill.loop.optimize import OptimizeRequest
+    from kernelskill.loop.optimize import OptimizeRequest, continue_command, default_run_dir
     from kernelskill.loop.optimize import optimize as run_optimize
     from kernelskill.settings import from_options
 
-    if not model:
+    if not model and not resume:  # a resume takes the run's own model
         from kernelskill.llm.base import LLMError
 
         raise LLMError(no_model_message())
+    out = out if out is not None or resume else default_run_dir(problem)  # known now, for the continue command
     request = from_options(
         OptimizeRequest, {}, problem=problem, model=model, base_url=base_url, backend=backend, out=out, resume=resume,
         **_settings(dict(seeds=seeds, rounds=rounds, rt=rt, at=at, max_repairs=max_repairs, profile=profile,
@@ -253,16 +254,15 @@ def optimize(
                          allow_torch_ops=allow_torch_ops or None),
                     max_tokens_per_task, max_cost_per_task),
     )
-    client = make_client(model, base_url)  # a missing key or a malformed model string fails before any work
+    # a missing key or a malformed model string fails before any work (a resume's model is read from its run)
+    client = make_client(model, base_url) if model else None
     console = Console(stderr=as_json)
     try:
         with LiveDisplay(console) as display:
             summary = run_optimize(request, client=client, on_event=display)
     except KeyboardInterrupt:
-        where = f" --out {out}" if out else ""
-        err.print(f"[yellow]interrupted.[/] Continue with: kernelskill optimize {problem} --model {model}{where} "
-                  "--resume"
-                  + ("" if out else " (with --out set to the run folder printed above)"), soft_wrap=True)
+        err.print(f"[yellow]interrupted.[/] Continue with: {escape(continue_command(problem, out))}",
+                  soft_wrap=True, highlight=False)
         raise typer.Exit(130) from None
     if as_json:
         print(summary.model_dump_json(indent=2, exclude={"history"}))

@@ -115,6 +115,11 @@ class RunStore:
     def latest_run(self) -> RunRow | None:
         return self._first(RunRow, "SELECT * FROM runs ORDER BY id DESC LIMIT 1", ())
 
+    def update_run_config(self, run_id: int, config: dict) -> None:
+        """Replace a run's config: a resume that asked for more rounds or a larger budget records them, so the next
+        resume keeps them too."""
+        self._update("runs", run_id, "UPDATE runs SET config_json = ? WHERE id = ?", (db.dumps(config), run_id))
+
     def set_run_status(self, run_id: int, status: RunStatus) -> None:
         """Set the status; an ended status stamps finished_at, 'running' (a resumed run) clears it."""
         db.check("run status", status, RunStatus)

@@ -380,14 +380,16 @@ def bench(
     )
 )
 def report(
-    run_dir: Path = typer.Argument(..., help="A bench run folder (holds results.json and run.db)."),
+    run_dir: Path = typer.Argument(..., help="A bench or optimize run folder (holds results.json or summary.json)."),
     compare: list[Path] = typer.Option([], "--compare", help="Another run folder to lay side by side "
                                        "(repeatable)."),
+    out: Optional[Path] = typer.Option(None, help="Where to write the report (default: the run folder; give "
+                                       "another folder for a run folder you cannot write)."),
 ) -> None:
-    """Write RUN_DIR/report.html (one self-contained file), summary.md and tasks.csv from a bench run."""
+    """Write report.html (one self-contained file), summary.md and tasks.csv from a bench or optimize run."""
     from kernelskill.report import report_command
 
-    report_command(run_dir, compare)
+    report_command(run_dir, compare, out=out)
 
 
 def main() -> None:

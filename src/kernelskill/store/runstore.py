@@ -83,6 +83,15 @@ class RunStore:
             )
         return cls(run_dir, db.connect(db_path, create=False))
 
+    @classmethod
+    def open_read_only(cls, run_dir: Path) -> RunStore:
+        """Open an existing run's store to read it (the report), even in a folder this process cannot write."""
+        run_dir = Path(run_dir)
+        db_path = run_dir / DB_NAME
+        if not db_path.is_file():
+            raise KernelSkillError(f"no run store at {db_path}")
+        return cls(run_dir, db.connect_read_only(db_path))
+
     def close(self) -> None:
         with self._lock:
             if not self._closed:

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import click
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
@@ -27,7 +28,7 @@ class GroupedCommand(TyperCommand):
     """A command whose help lists its options under the group each names (`rich_help_panel`), in order of first
     appearance, and keeps the epilog's example lines as written."""
 
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_options(self, ctx: Any, formatter: Any) -> None:
         groups: dict[str, list[tuple[str, str]]] = {}
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
@@ -46,18 +47,18 @@ class GroupedCommand(TyperCommand):
             with formatter.section(name):
                 formatter.write_dl(rows, col_max=32)
 
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
         write_epilog(self.epilog, formatter)
 
 
 class PlainGroup(TyperGroup):
     """The root: its commands listed with their one-line help, its epilog kept as written."""
 
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
         write_epilog(self.epilog, formatter)
 
 
-def write_epilog(epilog: str | None, formatter: click.HelpFormatter) -> None:
+def write_epilog(epilog: str | None, formatter: Any) -> None:
     """The epilog line by line as written (examples must stay whole to be pasted; each is under 80 columns)."""
     if epilog:
         formatter.write_paragraph()
@@ -111,8 +112,12 @@ def review_progress(text: str, quiet: bool = False) -> Iterator[_Progress]:
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[dim]{task.fields[stage]}"),
-               TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TextColumn("[dim]{task.fields[stage]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(escape(text), stage="", total=None)
         yield _Progress(lambda name: bar.update(task, stage=escape(name)))

@@ -45,14 +45,19 @@ def exit_code(checks: list[Check]) -> int:
 
 # ---- the checks -------------------------------------------------------------------------------------------------
 
+
 def _python() -> Check:
     import torch
 
     from kernelskill import __version__
 
     build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only build"
-    return Check(name="python", state="info", found=f"kernelskill {__version__}, Python {platform.python_version()}, "
-                 f"torch {torch.__version__} ({build}), {sys.executable}")
+    return Check(
+        name="python",
+        state="info",
+        found=f"kernelskill {__version__}, Python {platform.python_version()}, "
+        f"torch {torch.__version__} ({build}), {sys.executable}",
+    )
 
 
 def _gpu() -> Check:
@@ -62,51 +67,83 @@ def _gpu() -> Check:
     driver = _first_line([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"]) if smi else None
     if torch.cuda.is_available():
         names = ", ".join(sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())}))
-        return Check(name="gpu", state="ok", found=f"{torch.cuda.device_count()} GPU(s): {names}"
-                     + (f"; driver: {driver}" if driver else ""))
+        return Check(
+            name="gpu",
+            state="ok",
+            found=f"{torch.cuda.device_count()} GPU(s): {names}" + (f"; driver: {driver}" if driver else ""),
+        )
     if driver:
-        fix = ("a GPU is installed but torch cannot use it: install a CUDA build of torch that this driver supports "
-               "(PyTorch's install selector gives the command), then run doctor again")
-        return Check(name="gpu", state="warn", found=f"nvidia-smi sees {driver}; torch {torch.__version__} does not "
-                     "(CPU-only build, or a CUDA version the driver is too old for)", fix=fix)
-    return Check(name="gpu", state="warn", found="no NVIDIA GPU visible",
-                 fix="none needed to try the tool: on the CPU, Triton kernels run in Triton's interpreter and CUDA "
-                 "kernels are compile-checked only; speedups need an NVIDIA GPU with its driver")
+        fix = (
+            "a GPU is installed but torch cannot use it: install a CUDA build of torch that this driver supports "
+            "(PyTorch's install selector gives the command), then run doctor again"
+        )
+        return Check(
+            name="gpu",
+            state="warn",
+            found=f"nvidia-smi sees {driver}; torch {torch.__version__} does not "
+            "(CPU-only build, or a CUDA version the driver is too old for)",
+            fix=fix,
+        )
+    return Check(
+        name="gpu",
+        state="warn",
+        found="no NVIDIA GPU visible",
+        fix="none needed to try the tool: on the CPU, Triton kernels run in Triton's interpreter and CUDA "
+        "kernels are compile-checked only; speedups need an NVIDIA GPU with its driver",
+    )
 
 
 def _nvcc(gpu: bool) -> Check:
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    nvcc = shutil.which("nvcc") or (str(Path(home) / "bin" / "nvcc") if home and
-                                    (Path(home) / "bin" / "nvcc").is_file() else None)
+    nvcc = shutil.which("nvcc") or (
+        str(Path(home) / "bin" / "nvcc") if home and (Path(home) / "bin" / "nvcc").is_file() else None
+    )
     ninja = shutil.which("ninja")
     if nvcc:
         version = _first_line([nvcc, "--version"], last=True) or "version unknown"
         extra = "" if ninja else " (ninja missing: torch's own load_inline, the builder's fallback, needs it)"
-        return Check(name="nvcc", state="warn" if not ninja else "ok", found=f"{nvcc}: {version}{extra}",
-                     fix=None if ninja else "pip install ninja")
-    return Check(name="nvcc", state="warn", found="not on PATH, CUDA_HOME not set",
-                 fix="only CUDA C++ candidates need it (--backend cuda): install the CUDA toolkit and put its bin/ "
-                 "on PATH or set CUDA_HOME" + ("" if gpu else "; on a machine without a GPU they are then "
-                                              "compile-checked"))
+        return Check(
+            name="nvcc",
+            state="warn" if not ninja else "ok",
+            found=f"{nvcc}: {version}{extra}",
+            fix=None if ninja else "pip install ninja",
+        )
+    return Check(
+        name="nvcc",
+        state="warn",
+        found="not on PATH, CUDA_HOME not set",
+        fix="only CUDA C++ candidates need it (--backend cuda): install the CUDA toolkit and put its bin/ "
+        "on PATH or set CUDA_HOME" + ("" if gpu else "; on a machine without a GPU they are then " "compile-checked"),
+    )
 
 
 def _ncu(gpu: bool) -> Check:
     ncu = shutil.which("ncu")
     if not ncu:
-        return Check(name="ncu", state="warn", found="Nsight Compute (ncu) not on PATH",
-                     fix="install Nsight Compute (it comes with the CUDA toolkit) and put ncu on PATH; without it "
-                     "the decision policy works from code features and timings only (--profile off does the same "
-                     "on purpose)" if gpu else "needed only on a GPU, for profiles")
+        return Check(
+            name="ncu",
+            state="warn",
+            found="Nsight Compute (ncu) not on PATH",
+            fix="install Nsight Compute (it comes with the CUDA toolkit) and put ncu on PATH; without it "
+            "the decision policy works from code features and timings only (--profile off does the same "
+            "on purpose)"
+            if gpu
+            else "needed only on a GPU, for profiles",
+        )
     version = _first_line([ncu, "--version"], last=True) or "version unknown"
     if not gpu:
         return Check(name="ncu", state="info", found=f"{ncu}: {version}; no GPU to profile here")
     from kernelskill.review.confine import _profiling_admin_only
 
     if _profiling_admin_only() and os.geteuid() != 0:
-        return Check(name="ncu", state="warn", found=f"{ncu}: {version}; the driver lets only admins read GPU "
-                     "performance counters (RmProfilingAdminOnly is not 0)",
-                     fix="run as root, or load the driver with NVreg_RestrictProfilingToAdminUsers=0; until then "
-                     "profiles fail with ERR_NVGPUCTRPERM and decisions use code features only")
+        return Check(
+            name="ncu",
+            state="warn",
+            found=f"{ncu}: {version}; the driver lets only admins read GPU "
+            "performance counters (RmProfilingAdminOnly is not 0)",
+            fix="run as root, or load the driver with NVreg_RestrictProfilingToAdminUsers=0; until then "
+            "profiles fail with ERR_NVGPUCTRPERM and decisions use code features only",
+        )
     return Check(name="ncu", state="ok", found=f"{ncu}: {version}; counters readable by this user")
 
 
@@ -114,29 +151,37 @@ def _triton(gpu: bool) -> Check:
     try:
         import triton
     except ImportError:
-        return Check(name="triton", state="fail", found="not installed",
-                     fix="pip install 'kernelskill[triton]' (Triton is the default backend)")
+        return Check(
+            name="triton",
+            state="fail",
+            found="not installed",
+            fix="pip install 'kernelskill[triton]' (Triton is the default backend)",
+        )
     if not gpu:
         try:
             import numpy  # noqa: F401  (Triton's interpreter needs it)
         except ImportError:
-            return Check(name="triton", state="fail", found=f"triton {triton.__version__}; numpy missing",
-                         fix="pip install numpy (Triton's CPU interpreter needs it)")
+            return Check(
+                name="triton",
+                state="fail",
+                found=f"triton {triton.__version__}; numpy missing",
+                fix="pip install numpy (Triton's CPU interpreter needs it)",
+            )
         return Check(name="triton", state="ok", found=f"triton {triton.__version__} (its interpreter, on the CPU)")
     return Check(name="triton", state="ok", found=f"triton {triton.__version__}")
 
 
 _LAYER_FIX = {
     "network": "a network namespace needs root or unprivileged user namespaces (sysctl "
-               "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0); seccomp needs a kernel with "
-               "seccomp filters; in a container, a profile that allows unshare and seccomp (e.g. Docker's "
-               "default) keeps this layer",
+    "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0); seccomp needs a kernel with "
+    "seccomp filters; in a container, a profile that allows unshare and seccomp (e.g. Docker's "
+    "default) keeps this layer",
     "filesystem": "needs Landlock: Linux 5.13 or newer with landlock in the kernel's lsm= list (check "
-                  "/sys/kernel/security/lsm)",
+    "/sys/kernel/security/lsm)",
     "user": "as root, a worker runs as uid 65534 only if that uid can read Python and the packages: keep the Python "
-            "installation itself (a virtual environment links back to it) and the packages outside folders only "
-            "root can enter, such as /root (e.g. under /opt or /usr/local), or run as an ordinary user; the other "
-            "layers confine the worker meanwhile",
+    "installation itself (a virtual environment links back to it) and the packages outside folders only "
+    "root can enter, such as /root (e.g. under /opt or /usr/local), or run as an ordinary user; the other "
+    "layers confine the worker meanwhile",
     "environment": "set by the harness itself; if it is off, KERNELSKILL_SANDBOX turned it off",
 }
 
@@ -177,17 +222,30 @@ def _sandbox() -> list[Check]:
         env = confine.environment(None, interpret=False, sandbox=sandbox)
         env, scratch = confine.scratch_environment(env, base)
         try:
-            r = subprocess.run([sys.executable, "-c", _PROBE], env=env, cwd=scratch, capture_output=True, text=True,
-                               timeout=120)
+            r = subprocess.run(
+                [sys.executable, "-c", _PROBE], env=env, cwd=scratch, capture_output=True, text=True, timeout=120
+            )
         except (OSError, subprocess.SubprocessError) as exc:
-            return [Check(name="sandbox", state="fail", found=f"the probe process did not run: {exc}",
-                          fix="run `kernelskill review` on a small candidate to see the worker's own error")]
+            return [
+                Check(
+                    name="sandbox",
+                    state="fail",
+                    found=f"the probe process did not run: {exc}",
+                    fix="run `kernelskill review` on a small candidate to see the worker's own error",
+                )
+            ]
         line = next((x for x in r.stdout.splitlines() if x.startswith("DOCTOR ")), None)
         if line is None:
             tail = " | ".join((r.stderr or r.stdout).strip().splitlines()[-3:])
-            return [Check(name="sandbox", state="fail", found=f"a confined process could not start: {tail[:400]}",
-                          fix="KERNELSKILL_SANDBOX=off lets reviews run unconfined while you look into it (only "
-                          "for code you trust)")]
+            return [
+                Check(
+                    name="sandbox",
+                    state="fail",
+                    found=f"a confined process could not start: {tail[:400]}",
+                    fix="KERNELSKILL_SANDBOX=off lets reviews run unconfined while you look into it (only "
+                    "for code you trust)",
+                )
+            ]
         report = json.loads(line.removeprefix("DOCTOR "))
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -197,15 +255,21 @@ def _sandbox() -> list[Check]:
         entry = report.get(name) or {"state": "off"}
         how = entry.get("mechanism") or entry.get("detail") or ""
         if entry["state"] == "active":
-            found = how + (f"; a TCP connect from inside: {socket_state}" if name == "network" and socket_state
-                           else "")
+            found = how + (f"; a TCP connect from inside: {socket_state}" if name == "network" and socket_state else "")
             checks.append(Check(name=f"sandbox {name}", state="ok", found=found))
         elif entry["state"] == "off":
-            checks.append(Check(name=f"sandbox {name}", state="warn", found="off (KERNELSKILL_SANDBOX)",
-                                fix="unset KERNELSKILL_SANDBOX to confine candidates again"))
+            checks.append(
+                Check(
+                    name=f"sandbox {name}",
+                    state="warn",
+                    found="off (KERNELSKILL_SANDBOX)",
+                    fix="unset KERNELSKILL_SANDBOX to confine candidates again",
+                )
+            )
         else:
-            checks.append(Check(name=f"sandbox {name}", state="warn", found=f"unavailable: {how}",
-                                fix=_LAYER_FIX[name]))
+            checks.append(
+                Check(name=f"sandbox {name}", state="warn", found=f"unavailable: {how}", fix=_LAYER_FIX[name])
+            )
     return checks
 
 
@@ -221,8 +285,14 @@ def _caches() -> list[Check]:
         size = _size(path) if path.exists() else 0
         found = f"{path} ({_gib(size)})" if path.exists() else f"{path} (not made yet)"
         if not writable:
-            checks.append(Check(name=f"cache {var}", state="fail", found=found + ", not writable",
-                                fix=f"make it writable, or set {var} to a folder you can write"))
+            checks.append(
+                Check(
+                    name=f"cache {var}",
+                    state="fail",
+                    found=found + ", not writable",
+                    fix=f"make it writable, or set {var} to a folder you can write",
+                )
+            )
             continue
         if var == "KERNELSKILL_CACHE":
             limit = os.environ.get(build_cache.LIMIT_ENV, "20")
@@ -232,6 +302,7 @@ def _caches() -> list[Check]:
 
 
 # ---- helpers ----------------------------------------------------------------------------------------------------
+
 
 def _first_line(cmd: list, last: bool = False) -> str | None:
     try:
@@ -279,5 +350,3 @@ def render(checks: list[Check], console) -> None:
 
 def to_json(checks: list[Check]) -> str:
     return json.dumps({"ok": exit_code(checks) == 0, "checks": [c.model_dump() for c in checks]}, indent=2)
-
-

@@ -70,12 +70,12 @@ class OptimizeSummary(TaskOutcome):
     short_term_memory: bool
 
     # the names summary.json had before TaskOutcome: kept, for whatever reads them
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def reference_ms(self) -> float | None:
         return self.eager_ms
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def ended(self) -> str | None:
         return self.reason

@@ -12,9 +12,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "kernelskill"
 FLOORS = [
     {"errors"},
-    {"kernelskill", "settings", "candidate", "problem", "folders", "redact"},  # "kernelskill": the package root
+    {"kernelskill", "settings", "candidate", "problem", "folders", "redact", "cli_help"},  # "kernelskill": the package root
     {"review", "llm", "store"},
-    {"memory", "report"},
+    {"memory", "report", "doctor"},
     {"agents"},
     {"loop"},
     {"bench"},

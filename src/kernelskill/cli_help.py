@@ -112,11 +112,14 @@ def review_progress(text: str, quiet: bool = False) -> Iterator[_Progress]:
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    # the seconds first: a long file name may be cut at the terminal's edge, the elapsed time never
+    from rich.table import Column
+
     columns = (
         SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TextColumn("[dim]{task.fields[stage]}"),
-        TimeElapsedColumn(),
+        TimeElapsedColumn(table_column=Column(min_width=7, no_wrap=True)),
+        TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis")),
+        TextColumn("[dim]{task.fields[stage]}", table_column=Column(no_wrap=True)),
     )
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(escape(text), stage="", total=None)

@@ -52,7 +52,29 @@ def server():
         srv.stop()
 
 
+# Tests that took 15 s or more on 2 busy cores (pytest --durations), marked `slow` here in one place so that
+# `pytest -m "not slow"` is a fast subset: (node id prefix, a word the id must also hold or "", what makes it slow).
+SLOW = (
+    ("tests/review/test_verdicts.py::test_candidate_gets_expected_verdict[", "cuda", "nvcc builds (1-3 min cold)"),
+    ("tests/review/test_verdicts.py::test_candidate_gets_expected_verdict[", "crash", "a worker that crashes"),
+    ("tests/review/test_verdicts.py::test_candidate_gets_expected_verdict[", "hang", "a worker past its limit"),
+    ("tests/review/test_prebuild.py::test_prebuild_fills_the_build_cache", "", "a CUDA build"),
+    ("tests/review/test_precision.py::test_under_kernelbench_rules", "", "reviews on several input sets"),
+    ("tests/review/test_precision.py::test_a_candidate_right_only_for", "", "reviews on several input sets"),
+    ("tests/review/test_warm_worker.py::", "", "worker start-ups"),
+    ("tests/review/test_cheats.py::test_large_speedup_is_reverified", "", "20 more verify trials"),
+    ("tests/memory/test_mem_bench.py::test_a_wrong_first_choice", "", "the decision benchmark, twice"),
+    ("tests/memory/test_mem_bench.py::test_cli_prints_the_accuracy", "", "the decision benchmark"),
+    ("tests/memory/test_mem_cli.py::test_explain_with_the_problem", "", "the problem's floor on the meta device"),
+    ("tests/memory/test_mem_method_check.py::test_cpu_smoke_run", "", "Triton and PyTorch pairs timed"),
+    ("tests/bench/test_corpus.py::test_bench_over_a_corpus", "", "a bench with real reviews"),
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.nodeid.startswith(prefix) and word in item.nodeid for prefix, word, _ in SLOW):
+            item.add_marker(pytest.mark.slow)
     if os.environ.get("KERNELSKILL_ALL_CUDA_CHECKS") == "1":
         return
     skip = pytest.mark.skip(reason="extra CUDA compile check: set KERNELSKILL_ALL_CUDA_CHECKS=1 to run it")

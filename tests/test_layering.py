@@ -13,9 +13,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "kernelskill"
 FLOORS = [
     {"errors"},
-    {"kernelskill", "settings", "candidate", "problem", "folders", "redact"},  # "kernelskill": the package root
+    {"kernelskill", "settings", "candidate", "problem", "folders", "redact", "cli_help"},  # "kernelskill": the package root
     {"review", "llm", "store", "profiling"},  # profiling only measures: it never reads the knowledge base
-    {"memory"},
+    {"memory", "doctor"},
     {"agents"},
     {"loop"},
     {"report"},  # reads what runs came to (loop/outcome.py) from the store

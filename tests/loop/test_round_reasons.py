@@ -58,3 +58,16 @@ def test_bench_task_line_says_why_its_last_kernel_failed():
                             {"round": 1, "branch": "repair", "verdict": "mismatch", "reason": "max abs 0.5"}])
     display(BenchEvent(kind="task_done", task="1_x", result=result))
     assert "no correct kernel (last: max abs 0.5)" in console.export_text()
+
+
+def test_a_raising_candidates_reason_names_its_exception():
+    # the example's second seed: before, the line showed where it raised and dropped the AttributeError itself
+    raised = ReviewFeedback(correct=False, stage="verify", error_kind="runtime_error", error=(
+        "the candidate raised on its first run:\n"
+        "  kernels/gelu_chain/seed-2.py:23 in forward: fused_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)\n"
+        "InterpreterError: AttributeError(\"module 'triton.language' has no attribute 'gelu'\")"))
+    assert reason_of(raised) == ("the candidate raised on its first run: | InterpreterError: AttributeError(\"module "
+                                 "'triton.language' has no attribute 'gelu'\")")
+    dotted = raised.model_copy(update={"error": "raised:\n  at x.py:3\n  at y.py:4\n"
+                                                "triton.compiler.errors.CompilationError: at 1:2: bad"})
+    assert reason_of(dotted) == "raised: | triton.compiler.errors.CompilationError: at 1:2: bad"

@@ -96,7 +96,7 @@ def test_tasks_csv(run_dir):
     rows = list(csv.DictReader(io.StringIO(text)))
     assert list(rows[0]) == ["name", "level", "index", "status", "success", "best_speedup", "best_speedup_median",
                              "best_spread", "best_speedup_full_precision", "best_reduced_precision", "timing_noisy",
-                             "speedup_vs_compile", "speedup_vs_compile_host_paced", "eager_ms", "best_ms",
+                             "speedup_caveats", "speedup_vs_compile", "speedup_vs_compile_host_paced", "eager_ms", "best_ms",
                              "compile_ms", "sol_ms", "pct_of_sol", "rounds_run", "rounds_to_best", "tokens",
                              "cost_usd", "flags", "reason", "best_path"]
     assert [r["name"] for r in rows] == ["1_Square", "2_ReLU", "3_Conv", "1_Fused", "2_Gemm", "3_Norm", "4_Attn"]
@@ -104,12 +104,13 @@ def test_tasks_csv(run_dir):
     assert by_name["1_Square"] == {
         "name": "1_Square", "level": "1", "index": "1", "status": "finished", "success": "True",
         "best_speedup": "2.0", "best_speedup_median": "", "best_spread": "", "best_speedup_full_precision": "",
-        "best_reduced_precision": "", "timing_noisy": "",
+        "best_reduced_precision": "", "timing_noisy": "", "speedup_caveats": "",
         "speedup_vs_compile": "1.0", "speedup_vs_compile_host_paced": "", "eager_ms": "4.0", "best_ms": "2.0", "compile_ms": "2.0",
         "sol_ms": "", "pct_of_sol": "", "rounds_run": "3", "rounds_to_best": "3", "tokens": "1000", "cost_usd": "0.25",
         "flags": "", "reason": "",
         "best_path": "kernels/1_Square/round-03.py"}
     assert by_name["1_Fused"]["flags"] == "degenerate_reference:constant"
+    assert by_name["1_Fused"]["speedup_caveats"] == "degenerate_reference:constant"  # beside its figure
     assert (by_name["3_Conv"]["success"], by_name["3_Conv"]["best_speedup"], by_name["3_Conv"]["reason"]) == \
         ("False", "", "the model rejected the API key <oops>")
 

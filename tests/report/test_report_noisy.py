@@ -19,7 +19,7 @@ def test_noisy_tasks_are_counted_and_marked():
     assert table.columns[-1] == "Noisy" and table.rows[-1][-1] == "1"
     columns = task_columns(False)
     rows = {t.name: dict(zip(columns, task_row(t, False))) for t in results.tasks}
-    assert rows["1_A"]["Best speedup"] == "7.80x noisy" and rows["2_B"]["Best speedup"] == "7.80x"
+    assert rows["1_A"]["Best speedup"] == "7.80x (noisy timing)" and rows["2_B"]["Best speedup"] == "7.80x"
     assert rows["1_A"]["Median"] == "1.10x" and rows["1_A"]["Spread"] == "±40%"
 
 

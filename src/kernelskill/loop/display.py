@@ -65,8 +65,11 @@ def print_summary(summary, console: Console) -> None:
     """The end-of-run summary: outcome, where the kernel is, what it cost."""
     if summary.success:
         ms = f" ({summary.best_ms:.4g} ms)" if summary.best_ms else ""
+        caveats = summary.speedup_caveats
+        # a figure with a doubt says so on the same line: five runs of the example gave 1.06x-1.55x, all "noisy"
+        doubt = f"  [bold yellow]({escape('; '.join(caveats))}: not to be trusted as is)[/]" if caveats else ""
         console.print(f"[bold green]best kernel: {summary.best_label}, {_x(summary.best_speedup)} vs PyTorch "
-                      f"eager[/]{ms}")
+                      f"eager[/]{ms}{doubt}", soft_wrap=True, highlight=False)
     else:
         console.print("[bold red]no correct kernel was found[/]")
     if summary.ended:

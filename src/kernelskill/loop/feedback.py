@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from kernelskill.agents.context import DecisionBrief, RankedMethodBrief, ReviewFeedback
 from kernelskill.memory.policy.trace import Advice
 from kernelskill.review.render import failure_reason
@@ -46,7 +48,21 @@ def reason_of(feedback: ReviewFeedback) -> str:
     if feedback.correct:
         return ""
     check = feedback.checks[0].split(": ")[0] if feedback.checks and feedback.error_kind == "rejected" else None
-    return failure_reason(feedback.error, check)
+    return failure_reason(_with_exception(feedback.error), check)
+
+
+# the last line of a Python traceback: `AttributeError: ...`, `triton.compiler.errors.CompilationError: ...`
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b.*$")
+
+
+def _with_exception(error: str | None) -> str | None:
+    """The error with the exception it names brought up to its second line: a runtime failure's message starts
+    with where the candidate raised, and the exception itself (what a user needs to see) comes last."""
+    lines = [line for line in (error or "").splitlines() if line.strip()]
+    if len(lines) <= 2 or any(_EXCEPTION_LINE.match(line) for line in lines[:2]):
+        return error
+    found = [line for line in lines[2:] if _EXCEPTION_LINE.match(line)]
+    return error if not found else "\n".join([lines[0], found[-1].strip()])
 
 
 def decision_brief(decision: Advice) -> DecisionBrief:

@@ -31,16 +31,19 @@ from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.setup import RunSetup, open_run
 from kernelskill.loop.state import LoopState
 from kernelskill.problem import Problem, check_problem, read_problem
-from kernelskill.redact import redact_url
+from kernelskill.redact import MASK, redact_url
 from kernelskill.settings import Backend, ReviewSettings
 from kernelskill.store import RunStore
 from kernelskill.loop.outcome import TaskOutcome, summarize
-from kernelskill.store.resume import refuse_changes
+from kernelskill.store.resume import refuse_changes, stored_run
 
 
 class OptimizeRequest(BaseModel):
+    """What to run. Fields and nested settings left unset (pydantic's `model_fields_set`) take, on a resume, the
+    run's own values rather than the defaults: a resume spends only what the run was started to spend."""
+
     problem: Path
-    model: str
+    model: str | None = None  # None only on a resume: the run's own model
     base_url: str | None = None
     backend: Backend = "triton"
     loop: LoopSettings = LoopSettings()
@@ -67,12 +70,12 @@ class OptimizeSummary(TaskOutcome):
     short_term_memory: bool
 
     # the names summary.json had before TaskOutcome: kept, for whatever reads them
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def reference_ms(self) -> float | None:
         return self.eager_ms
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def ended(self) -> str | None:
         return self.reason
@@ -95,11 +98,60 @@ def optimize(
     check_problem(problem)  # ... and one whose Model or get_inputs() raises, before any run folder is made
     if request.resume and request.out is None:
         raise KernelSkillError("--resume needs --out DIR: the run folder of the run to continue")
+    if not request.resume and not request.model:
+        from kernelskill.llm.base import LLMError
+        from kernelskill.llm.registry import no_model_message
+
+        raise LLMError(no_model_message())
+    if request.resume:  # the run's own settings, unless the command gave them (and may raise)
+        request = with_run_settings(request)
     owned = evaluator is None
     evaluator = evaluator or local_evaluator(request.review.device, request.backend)
     with open_run(request.out or default_run_dir(problem.path), "optimize", resume=request.resume,
                   evaluator=evaluator, backend=request.backend, review=request.review, owns_evaluator=owned) as run:
         return _optimize_in(run, request, problem, client, on_event, start)
+
+
+# a resume may ask for more of these explicitly; every other setting must stay as the run began
+MAY_RAISE = frozenset({"loop.rounds", "budget.max_tokens", "budget.max_cost"})
+
+
+def with_run_settings(request: OptimizeRequest) -> OptimizeRequest:
+    """The resuming request with every setting the command did not give taken from the run's stored config, so
+    `optimize P --out DIR --resume` continues exactly the run that was started (its --rounds, budgets, model ...).
+    Settings the command did give are kept as given; `_run_and_task` then refuses any that differ from the run's,
+    except more rounds or a larger budget."""
+    assert request.out is not None
+    model, config = stored_run(request.out, kind="optimize")
+    fields: dict = {}
+    if "backend" not in request.model_fields_set and config.get("backend"):
+        fields["backend"] = config["backend"]
+    if not request.model:
+        fields["model"] = model
+    if "base_url" not in request.model_fields_set and config.get("base_url"):
+        if MASK in config["base_url"]:
+            raise KernelSkillError(
+                f"the run in {request.out} reached its model through a URL with credentials, which the run folder "
+                "does not keep: add --base-url with the full URL to the resume command")
+        fields["base_url"] = config["base_url"]
+    for name, model_cls in (("loop", LoopSettings), ("review", ReviewSettings), ("budget", Budget)):
+        given = getattr(request, name)
+        stored = {k: v for k, v in (config.get(name) or {}).items() if k in model_cls.model_fields}
+        merged = {**stored, **given.model_dump(include=given.model_fields_set)}
+        try:
+            fields[name] = model_cls.model_validate(merged)
+        except ValueError as exc:
+            raise KernelSkillError(f"the run in {request.out} holds {name} settings this version cannot read "
+                                   f"({exc.__class__.__name__}); start a new run with another --out") from None
+    return request.model_copy(update=fields)
+
+
+def continue_command(problem: Path | str, out: Path | str) -> str:
+    """The command that continues an interrupted run, ready to paste: the run's settings, model included, come from
+    its folder, so nothing else needs repeating."""
+    import shlex
+
+    return f"kernelskill optimize {shlex.quote(str(problem))} --out {shlex.quote(str(out))} --resume"
 
 
 def _optimize_in(run: RunSetup, request: OptimizeRequest, problem: Problem, client: LLMClient | None,
@@ -108,6 +160,7 @@ def _optimize_in(run: RunSetup, request: OptimizeRequest, problem: Problem, clie
     store, evaluator, review_settings = run.store, run.evaluator, run.review
     device = evaluator.device
     run_id, task_id, loop_settings, model = _run_and_task(store, request, problem, device, review_settings)
+    assert model is not None
     on_event(Event("info", f"run folder {store.run_dir} ({'resumed' if request.resume else 'new'}); "
                            f"{problem.name} on {device}, {request.backend}, model {model}"))
     client = run.client(model, request.base_url, given=client)
@@ -138,6 +191,7 @@ def _run_and_task(store: RunStore, request: OptimizeRequest, problem, device: st
         "budget": request.budget.model_dump(mode="json"), "kernelskill": __version__,
     }
     if not request.resume:
+        assert request.model is not None
         run_id = store.add_run("optimize", request.model, config)
         task_id = store.add_task(run_id, problem.name, str(problem.path), problem.source)
         return run_id, task_id, request.loop, request.model
@@ -146,7 +200,7 @@ def _run_and_task(store: RunStore, request: OptimizeRequest, problem, device: st
         raise KernelSkillError(f"{store.db_path} holds no run to resume")
     # more rounds continue the same trajectory; anything else would mix two experiments in one folder
     refuse_changes(store.run_dir, {**run.config, "model": run.model}, {**config, "model": request.model},
-                   may_raise=frozenset({"loop.rounds"}))
+                   may_raise=MAY_RAISE)
     task = store.find_task(run.id, problem.name)
     if task is None:
         names = ", ".join(t.name for t in store.tasks(run.id)) or "none"
@@ -157,10 +211,13 @@ def _run_and_task(store: RunStore, request: OptimizeRequest, problem, device: st
             "or start a new run with another --out"
         )
     store.set_run_status(run.id, "running")
-    stored = LoopSettings.model_validate(run.config["loop"])
-    # the number of rounds may be raised on resume; everything else stays as the run began
-    loop = stored.model_copy(update={"rounds": max(stored.rounds, request.loop.rounds)})
-    return run.id, task.id, loop, request.model
+    if request.loop.rounds != run.config.get("loop", {}).get("rounds") or request.budget.model_dump(
+            mode="json") != run.config.get("budget"):
+        # more rounds or a larger budget, asked for explicitly: the run's config says so from now on, so the next
+        # resume keeps them
+        store.update_run_config(run.id, {**run.config, "loop": request.loop.model_dump(mode="json"),
+                                         "budget": request.budget.model_dump(mode="json")})
+    return run.id, task.id, request.loop, request.model
 
 
 def _used_replies(store: RunStore, task_id: int) -> dict[str, int]:

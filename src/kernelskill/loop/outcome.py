@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from kernelskill.store.rows import Branch
 
@@ -154,6 +154,31 @@ class TaskOutcome(BaseModel):
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     history: list[RoundRecord] = Field(default_factory=list)
     reason: str | None = None  # why the task stopped early (budget spent, model unavailable) or failed
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def speedup_caveats(self) -> list[str]:
+        """What a reader of best_speedup must know beside it, in short words: its timing was too noisy to trust, it
+        passes only the loose tolerance in reduced precision, a host-side pace or a degenerate reference shaped it.
+        The console, --json, results.json and the report all show these next to the figure."""
+        if self.best_speedup is None:
+            return []
+        out = [f"noisy timing ({self.timing_noisy})"] if self.timing_noisy else []
+        if self.best_reduced_precision:
+            out.append("reduced precision (passes only the configured tolerance)")
+        for flag in self.flags:
+            name = flag.split(":", 1)[0]
+            if name == "noisy_timing" and self.timing_noisy:
+                continue
+            if name in _CAVEAT_FLAGS or name.startswith(("degenerate_reference", "speedup_over_")):
+                text = name if name != "degenerate_reference" else flag
+                if text not in out:
+                    out.append(text)
+        return out
+
+
+# review flags that qualify the speedup figure itself (the rest are in `flags`)
+_CAVEAT_FLAGS = frozenset({"noisy_timing", "host_bound", "host_synchronized", "reference_host_bound", "spin_outrun"})
 
 
 class _Kernel(Protocol):

@@ -119,7 +119,7 @@ def render_report(results: BenchResults, *, run_name: str, plots: Plots, trees: 
     toc = "".join(f'<li><a href="#{key}">{esc(SECTIONS[key])}</a></li>' for key, _ in present)
     body = "".join(f'<section id="{key}"><h2>{esc(SECTIONS[key])}</h2>{content}</section>\n'
                    for key, content in present)
-    title = f"KernelSkill benchmark: {run_name}"
+    title = f"KernelSkill {'optimize run' if results.run.get('kind') == 'optimize' else 'benchmark'}: {run_name}"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"

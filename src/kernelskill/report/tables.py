@@ -184,7 +184,9 @@ def task_columns(with_compile: bool) -> list[str]:
 
 def task_row(task: TaskResult, with_compile: bool) -> list[str]:
     compile_cells = [fmt_x(task.speedup_vs_compile), fmt_x(task.speedup_vs_compile_host_paced)] if with_compile else []
-    best = fmt_x(task.best_speedup) + (" noisy" if task.timing_noisy and task.best_speedup is not None else "")
+    # the figure's doubts beside it (TaskOutcome.speedup_caveats), each in its short name
+    doubts = [c.split(" (", 1)[0] for c in task.speedup_caveats]
+    best = fmt_x(task.best_speedup) + (f" ({', '.join(doubts)})" if doubts else "")
     spread = NONE if task.best_spread is None else f"±{task.best_spread:.0%}"
     return [task.name, task.status, best, fmt_x(task.best_speedup_median), spread, *compile_cells,
             fmt_ms(task.eager_ms), fmt_ms(task.best_ms), *([fmt_ms(task.compile_ms)] if with_compile else []),

@@ -8,6 +8,7 @@ from the current base, a repair from the kernel that failed), and says so.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,9 +74,9 @@ def task_trees(run_dir: Path, results: BenchResults) -> tuple[dict[TreeKey, Task
     why = "the run store holds no kernel of this task"
     if db.is_file():
         try:
-            with RunStore.open(run_dir) as store:
+            with RunStore.open_read_only(run_dir) as store:
                 trees = _from_store(store, results)
-        except (KernelSkillError, OSError) as exc:  # a damaged or unreadable store: the history still tells a lot
+        except (KernelSkillError, OSError, sqlite3.Error) as exc:  # a damaged or unreadable store: the history still tells a lot
             note = f"the run store could not be read ({exc}); trees are rebuilt from results.json's histories"
             why = "the run store could not be read"
     else:

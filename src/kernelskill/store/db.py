@@ -60,6 +60,22 @@ def connect(db_path: Path, *, create: bool) -> sqlite3.Connection:
     return conn
 
 
+def connect_read_only(db_path: Path) -> sqlite3.Connection:
+    """Open the database for reading only (the report): no migration, no journal change, and in a folder this
+    process cannot write (a read-only mount, another user's run) as an immutable file, since SQLite would otherwise
+    need to create its WAL index beside it."""
+    import os
+
+    immutable = "&immutable=1" if not os.access(db_path.parent, os.W_OK) else ""
+    uri = f"file:{urllib.parse.quote(str(db_path.resolve()))}?mode=ro{immutable}"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        raise _open_error(db_path, exc) from None
+    return conn
+
+
 def _check_intact(conn: sqlite3.Connection, db_path: Path) -> None:
     """Refuse a store damaged inside a page (a disk error, a copy cut short): its header opens fine, and the damage
     would surface later as "database disk image is malformed" from whichever query reads that page, mid-run.

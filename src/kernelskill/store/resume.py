@@ -51,6 +51,18 @@ def differences(started: dict, requested: dict, *, may_raise: frozenset[str] = f
     return list(found.values())
 
 
+def stored_run(run_dir: Path, *, kind: str) -> tuple[str, dict]:
+    """The model and config of the latest run in `run_dir` (a resume fills every setting it was not given from
+    these), or a KernelSkillError saying there is nothing of that kind to resume."""
+    from kernelskill.store.runstore import RunStore
+
+    with RunStore.open(run_dir) as store:
+        run = store.latest_run()
+    if run is None or run.kind != kind:
+        raise KernelSkillError(f"{Path(run_dir) / 'run.db'} holds no {kind} run to resume")
+    return run.model, dict(run.config)
+
+
 def refuse_changes(run_dir: Path, started: dict, requested: dict, *, may_raise: frozenset[str] = frozenset()) -> None:
     """Raise (exit 2) when the resuming command's settings differ from the run's, naming each difference."""
     diffs = differences(started, requested, may_raise=may_raise)
@@ -58,7 +70,7 @@ def refuse_changes(run_dir: Path, started: dict, requested: dict, *, may_raise: 
         raise KernelSkillError(
             f"cannot resume the run in {run_dir} with other settings than it started with ({'; '.join(diffs)}): "
             f"repeat the run's own options with --resume, or start a new run with another --out"
-            + (" (more --rounds are allowed)" if "loop.rounds" in may_raise else "")
+            + (" (more --rounds and larger budgets are allowed)" if "loop.rounds" in may_raise else "")
         )
 
 
@@ -76,7 +88,7 @@ def _folder(value: Any) -> Any:
 
 
 def _is_raise(a: Any, b: Any) -> bool:
-    return isinstance(a, (int, float)) and isinstance(b, (int, float)) and b >= a
+    return (isinstance(a, (int, float)) and isinstance(b, (int, float)) and b >= a)
 
 
 def _show(value: Any) -> str:

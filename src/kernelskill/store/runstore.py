@@ -83,6 +83,15 @@ class RunStore:
             )
         return cls(run_dir, db.connect(db_path, create=False))
 
+    @classmethod
+    def open_read_only(cls, run_dir: Path) -> RunStore:
+        """Open an existing run's store to read it (the report), even in a folder this process cannot write."""
+        run_dir = Path(run_dir)
+        db_path = run_dir / DB_NAME
+        if not db_path.is_file():
+            raise KernelSkillError(f"no run store at {db_path}")
+        return cls(run_dir, db.connect_read_only(db_path))
+
     def close(self) -> None:
         with self._lock:
             if not self._closed:
@@ -114,6 +123,11 @@ class RunStore:
 
     def latest_run(self) -> RunRow | None:
         return self._first(RunRow, "SELECT * FROM runs ORDER BY id DESC LIMIT 1", ())
+
+    def update_run_config(self, run_id: int, config: dict) -> None:
+        """Replace a run's config: a resume that asked for more rounds or a larger budget records them, so the next
+        resume keeps them too."""
+        self._update("runs", run_id, "UPDATE runs SET config_json = ? WHERE id = ?", (db.dumps(config), run_id))
 
     def set_run_status(self, run_id: int, status: RunStatus) -> None:
         """Set the status; an ended status stamps finished_at, 'running' (a resumed run) clears it."""

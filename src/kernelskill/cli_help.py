@@ -1,0 +1,136 @@
+"""How `kernelskill ... -h` and the console output look: plain help in groups that fits 80 columns, and consoles
+that do not wrap when piped.
+
+Typer's boxed Rich help squeezes each option's text into a narrow third column (113 lines for `optimize -h` at 80
+columns) and shows flags as `<bool>`. Like uv and ruff, the help here is plain text in named groups: each option on
+one line with its value name, its text beside it, wrapped to the terminal (80 columns at most), and examples that
+are printed as written, ready to paste.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
+
+GENERAL = "Options"
+
+
+class GroupedCommand(TyperCommand):
+    """A command whose help lists its options under the group each names (`rich_help_panel`), in order of first
+    appearance, and keeps the epilog's example lines as written."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if getattr(param, "param_type_name", None) == "argument":
+                group = "Arguments"
+            else:
+                group = getattr(param, "rich_help_panel", None) or GENERAL
+            groups.setdefault(group, []).append((record[0], _plain(record[1])))
+        if "Arguments" in groups:  # arguments first, -h and anything ungrouped last
+            groups = {"Arguments": groups.pop("Arguments"), **groups}
+        if GENERAL in groups:
+            groups[GENERAL] = groups.pop(GENERAL)
+        for name, rows in groups.items():
+            with formatter.section(name):
+                formatter.write_dl(rows, col_max=32)
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        write_epilog(self.epilog, formatter)
+
+
+class PlainGroup(TyperGroup):
+    """The root: its commands listed with their one-line help, its epilog kept as written."""
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        write_epilog(self.epilog, formatter)
+
+
+def write_epilog(epilog: str | None, formatter: Any) -> None:
+    """The epilog line by line as written (examples must stay whole to be pasted; each is under 80 columns)."""
+    if epilog:
+        formatter.write_paragraph()
+        for line in epilog.splitlines():
+            formatter.write(line.rstrip() + "\n" if line.strip() else "\n")
+
+
+def _plain(text: str) -> str:
+    """Help text written for Rich markup, as plain text (`\\[ray]` is a literal `[ray]`)."""
+    return text.replace("\\[", "[")
+
+
+def console(stderr: bool = False) -> Console:
+    """A console for results and progress. On a terminal it wraps to the terminal; piped or redirected, it never
+    wraps (a line is a line: a path or a command stays whole for grep and for copying)."""
+    c = Console(stderr=stderr)
+    if c.is_terminal:
+        return c
+    return Console(stderr=stderr, width=1_000, soft_wrap=True)
+
+
+class _Progress:
+    """What `review_progress` yields: stage names a long call reports, shown beside the elapsed time."""
+
+    def __init__(self, update) -> None:
+        self._update = update
+
+    def stage(self, name: str) -> None:
+        self._update(name)
+
+    def keywords(self, fn) -> dict:
+        """`progress=self.stage` for a callee that takes a `progress` callback (review() may), else nothing."""
+        import inspect
+
+        try:
+            takes = "progress" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            takes = False
+        return {"progress": self.stage} if takes else {}
+
+
+@contextmanager
+def review_progress(text: str, quiet: bool = False) -> Iterator[_Progress]:
+    """On a terminal: a spinner on stderr with `text`, the current stage and the seconds elapsed, updated every
+    second while the block runs. Piped: the text once, as a plain line; with `quiet` (JSON output): nothing."""
+    err = Console(stderr=True)
+    if quiet or not err.is_terminal:
+        if not quiet:
+            print(f"{text} ...", file=sys.stderr, flush=True)
+        yield _Progress(lambda name: None)
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    # the seconds first: a long file name may be cut at the terminal's edge, the elapsed time never
+    from rich.table import Column
+
+    columns = (
+        SpinnerColumn(),
+        TimeElapsedColumn(table_column=Column(min_width=7, no_wrap=True)),
+        TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis")),
+        TextColumn("[dim]{task.fields[stage]}", table_column=Column(no_wrap=True)),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(escape(text), stage="", total=None)
+        yield _Progress(lambda name: bar.update(task, stage=escape(name)))
+
+
+def resume_command(out: Path | str, argv: list[str] | None = None) -> str:
+    """The command line that continues an interrupted bench: the same options, the run folder named, --resume."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--out" not in args and not any(a.startswith("--out=") for a in args):
+        args += ["--out", str(out)]
+    if "--resume" not in args:
+        args.append("--resume")
+    return shlex.join(["kernelskill", *args])

@@ -140,7 +140,7 @@ class ScriptedServer:
     @property
     def root(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     @property
     def openai_url(self) -> str:

@@ -39,7 +39,7 @@ CASES = [
     ("garbage after checks", P01, "attacks/garbage_later.py", "kernelbench", "not correct"),
     ("fingerprint cache", P01, "attacks/fingerprint_cache.py", "kernelbench", "timing_unconfirmed"),
     ("reference sabotage", P01, "attacks/reference_sabotage.py", "kernelbench", "reference_slowed"),
-    ("side stream (cheat)", P01, "cheats/side_stream.py", "kernelbench", "correct"),
+    ("side stream (cheat)", P01, "cheats/side_stream.py", "kernelbench", "not correct"),
     ("cached output (cheat)", P01, "cheats/cache_call_count.py", "kernelbench", "not correct"),
 ]
 

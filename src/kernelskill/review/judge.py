@@ -11,10 +11,12 @@ verdict: this module establishes everything a candidate could want raised.
 - Time: the reference's time comes from the reference runner, timed before the candidate runner has seen any
   candidate code; the candidate runner's own timing of the reference may be slower than that by REF_SLACK at most.
   The candidate's event time is held against physics: both runners run one batch of calls on fresh inputs made
-  from seeds they learn only then, back to back, every output written out before they answer, and the judge times
-  each batch with its own clock. Their difference, less the reference's own time per call, bounds what the
-  candidate's calls really took: an event time the wall clock does not confirm is replaced by it. After the
-  candidate's batch its runner is killed, and the outputs of calls the judge picks only then are compared.
+  from seeds they learn only then, in three parts the judge times with its own clock: `prepare` (the inputs),
+  `calls` (one call per input set, back to back) and `commit` (every output written before the judge says which it
+  will compare). The reference's `calls` part less its own time per call is the part's fixed cost; the candidate's
+  less that, plus whatever its `prepare` and `commit` took beyond the reference's, bounds what its calls really took:
+  an event time the wall clock does not confirm is replaced by it. After the batch the candidate's runner is killed,
+  and the outputs of calls the judge picks only then are compared.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ MIN_BATCH, MAX_BATCH = 3, 2000
 REF_SLACK = 0.05  # the candidate runner's reference may be this much slower than the reference runner's
 WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's clock than by its own events
 WALL_ABS_S = 0.002  # plus this much per batch: the judge's own latency (pipes, process wake-ups)
+PHASE_TOL, PHASE_ABS_S = 0.25, 0.02  # the candidate's prepare and commit may take this much longer than the
+# reference's (the same inputs made, outputs of the same size written); beyond it, the excess counts as its calls'
+BATCH_PARTS = ("prepare", "calls", "commit")
 MAX_SAMPLES = 100_000
 
 
@@ -50,7 +55,7 @@ class ReferenceRun:
     batch_seeds: list[int]
     stats: TimingStats | None = None  # the reference timed in the reference runner
     host_ms: float | None = None  # its median host time to enqueue one call
-    batch_wall_s: float | None = None
+    batch_walls: dict[str, float] = field(default_factory=dict)  # the batch's parts, by the judge's clock
     output_bytes: int = 0  # one call's outputs
     stateful: bool = False
     error: str | None = None  # why the reference runner could not do its part (the review then fails closed)
@@ -115,11 +120,21 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     size = BATCH_BYTES // max(1, 2 * run.output_bytes + int(info.get("input_bytes", 0)))
     count = min(MAX_BATCH, size, max(MIN_BATCH, math.ceil(BATCH_TARGET_S[device] / max(per_call_s, 1e-7))))
     run.batch_seeds = draw_seeds(max(MIN_BATCH, count))
-    info, run.batch_wall_s, error = _run(worker, Command(name="batch", seeds=run.batch_seeds,
-                                                         out_dir=str(folder / "batch")), limits["time"])
+    run.batch_walls, error = _batch(worker, run.batch_seeds, folder / "batch", limits["time"])
     if error:
         run.error = f"the reference's batch failed: {error}"
     return run
+
+
+def _batch(worker, seeds: list[int], folder: Path, limit: float) -> tuple[dict[str, float], str | None]:
+    """The batch's three parts, each timed by this process's clock: ({part: seconds}, error)."""
+    walls: dict[str, float] = {}
+    for part in BATCH_PARTS:
+        _, walls[part], error = _run(worker, Command(name=part, seeds=seeds if part == "prepare" else [],
+                                                     out_dir=str(folder) if part == "commit" else None), limit)
+        if error:
+            return walls, error
+    return walls, None
 
 
 def _stats(raw) -> TimingStats | None:
@@ -174,8 +189,7 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                 report.mismatch = mismatch
                 return _fail(report, "mismatch", f"judge's trial on fresh inputs: {why}")
         if ref.batch_seeds and runner_timing is not None:
-            info, wall, error = _run(worker, Command(name="batch", seeds=ref.batch_seeds,
-                                                     out_dir=str(cand_folder / "batch")), limits["time"])
+            walls, error = _batch(worker, ref.batch_seeds, cand_folder / "batch", limits["time"])
             worker.kill(keep_scratch=True)  # nothing it started may touch the files from here on
             if error:
                 return _fail(report, "runtime_error", f"in the judge's batch of calls the candidate failed: {error}")
@@ -188,10 +202,12 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                     report.mismatch = mismatch
                     return _fail(report, "rejected", f"outputs of calls in a batch timed by the judge differ from the "
                                  f"reference ({why}); every call must compute its result", check="judge:batch-outputs")
-            report.timing, flags = bound_timing(runner_timing, ref, wall, len(ref.batch_seeds))
+            report.timing, flags = bound_timing(runner_timing, ref, walls, len(ref.batch_seeds))
             report.flags += flags
-            report.batch = {"calls": len(ref.batch_seeds), "reference_wall_s": round(ref.batch_wall_s, 6),
-                            "candidate_wall_s": round(wall, 6), "checked_calls": picks}
+            report.batch = {"calls": len(ref.batch_seeds), "checked_calls": picks,
+                            "reference_s": {k: round(v, 6) for k, v in ref.batch_walls.items()},
+                            "candidate_s": {k: round(v, 6) for k, v in walls.items()},
+                            "candidate_wall_s": round(sum(walls.values()), 6)}
     finally:
         worker.kill()
         shutil.rmtree(cand_folder, ignore_errors=True)
@@ -204,7 +220,7 @@ def _fail(report: JudgeReport, kind: str, error: str, check: str | None = None) 
     return report
 
 
-def bound_timing(timing: TimingResult, ref: ReferenceRun, cand_wall_s: float, calls: int
+def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float], calls: int
                  ) -> tuple[TimingResult, list[str]]:
     """The runner's timing, recomputed from its samples and held to what the judge measured (module docstring)."""
     flags = []
@@ -217,10 +233,12 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, cand_wall_s: float, ca
         flags.append(f"reference_slowed: beside the candidate the reference took {runner_ref.mean_ms * 1e3:.1f} us, "
                      f"in a runner of its own {ref.stats.mean_ms * 1e3:.1f} us; the speedup uses the latter")
         ref_stats = ref.stats
-    # the batch: the reference's wall time less its calls is what any batch costs besides the calls themselves
+    # the batch: the reference's `calls` part less its calls is what the part costs besides them (the judge's
+    # latency); work moved into the candidate's `prepare` or `commit` shows as time beyond the reference's there
     ref_call_s = max(ref.stats.median_ms, ref.host_ms or 0.0) / 1e3
-    overhead_s = max(0.0, ref.batch_wall_s - calls * ref_call_s)
-    wall_call_s = max(0.0, cand_wall_s - overhead_s) / calls
+    overhead_s = max(0.0, ref.batch_walls["calls"] - calls * ref_call_s)
+    hidden_s = sum(max(0.0, walls[p] - ref.batch_walls[p] * (1 + PHASE_TOL) - PHASE_ABS_S) for p in ("prepare", "commit"))
+    wall_call_s = (max(0.0, walls["calls"] - overhead_s) + hidden_s) / calls
     claimed_s = cand.median_ms / 1e3
     fields = {k: getattr(timing, k) for k in ("clock", "method", "warmup", "iters", "retimed", "group", "prefill_us",
                                                 "host_us", "spin_outrun", "speedup_host_paced")}

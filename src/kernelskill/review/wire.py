@@ -156,10 +156,11 @@ class AwaitingMessage(_Wire):
 
 class Command(_Wire):
     """One thing the judge asks of a runner that waits (review/judge.py): `outputs` (one call per seed, each output
-    written to out_dir/<i>.out), `batch` (the same, back to back, timed by the judge), `time_reference`, `stateful`
-    (reference runner only) and `end`."""
+    written to out_dir/<i>.out), the batch's three parts `prepare` (input sets from the seeds), `calls` (one call
+    each, back to back: the part the judge's clock bounds) and `commit` (every output written), `time_reference`
+    and `stateful` (reference runner only), and `end`."""
 
-    name: Literal["outputs", "batch", "time_reference", "stateful", "end"]
+    name: Literal["outputs", "prepare", "calls", "commit", "time_reference", "stateful", "end"]
     seeds: list[int] = Field(default_factory=list)
     out_dir: str | None = None
 

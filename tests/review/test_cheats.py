@@ -1,6 +1,8 @@
 """Every cheat in tests/data/cheats must be caught, by the check that is meant to catch it.
 
-Each case is run twice: with all guards on (the verdict must name the check), and with the guard that catches it
+These are the runner's own guards, the first line: each case runs with the judge off (Guards.judge=False, the
+runner's report as the verdict), so that removing the runner's guard is what lets the cheat through; the judge, the
+second line, is proven by tests/review/test_trust_boundary.py. Each case is run twice: with all guards on (the verdict must name the check), and with the guard that catches it
 turned off (the cheat must then get further — usually all the way to "correct"). The second run proves the guard,
 not luck, is what stops the cheat; remove a guard from the code and the first assertion fails.
 """
@@ -52,13 +54,13 @@ def _outcome(result) -> str:
 def test_cheat_is_caught_by_its_guard(tmp_path, cheat, settings, caught_by, guards_off, without):
     from kernelskill.settings import Guards
 
-    on = run_review(P01, cheat, tmp_path / "on", **settings)
+    on = run_review(P01, cheat, tmp_path / "on", guards=Guards(judge=False), **settings)
     assert not on.correct
     assert _outcome(on) == caught_by, on.error
     if caught_by.startswith(("static:", "runtime:", "policy:")):
         assert caught_by in on.error  # the verdict names the check
 
-    off = run_review(P01, cheat, tmp_path / "off", guards=Guards(**guards_off), **settings)
+    off = run_review(P01, cheat, tmp_path / "off", guards=Guards(judge=False, **guards_off), **settings)
     assert _outcome(off) == without, off.error
 
 
@@ -107,7 +109,9 @@ def test_reverification_catches_a_candidate_that_goes_wrong_after_timing(tmp_pat
     # 10 timed calls, the fewest the timer cuts a loop to, so the count of calls before re-verification does not
     # depend on the machine's load (CI once cut 40 to 10 and the candidate, counting to 50, was never wrong); the
     # trigger is the largest of mean, median and trimmed mean, so one descheduled call cannot hide the speedup
-    common = dict(allow_torch_ops=True, warmup=2, iters=10)
+    from kernelskill.settings import Guards
+
+    common = dict(allow_torch_ops=True, warmup=2, iters=10, guards=Guards(judge=False))  # the runner's re-check
     caught = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_wrong_later.py",
                         tmp_path / "on", reverify_above=2.0, **common)
     t = caught.timing
@@ -124,8 +128,11 @@ def test_reverification_catches_a_candidate_that_goes_wrong_after_timing(tmp_pat
 def test_a_timed_output_a_few_elements_off_is_flagged_not_rejected_as_a_cache(tmp_path):
     # The timed-output check exists for results computed for other inputs (they miss in nearly every element);
     # one element at the tolerance's edge is not that. A cached result is still rejected (cache_call_count above).
+    from kernelskill.settings import Guards
+
+    # the runner's own timed-output check (the judge's trials, after timing, hold the candidate to every element)
     result = run_review(P01, "candidates/p01_pointwise_gelu_chain/triton_marginal_timed.py", tmp_path,
-                        reverify_above=1e9)
+                        reverify_above=1e9, guards=Guards(judge=False))
     assert result.correct, result.error
     assert any(f.startswith("timed_outputs_marginal: output 0: 1 of 4096 elements") for f in result.flags), result.flags
 

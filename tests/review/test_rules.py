@@ -58,11 +58,16 @@ def test_a_rule_broken_on_two_lines_is_one_flag_and_two_checks(tmp_path):
 
 
 def test_a_backend_switch_is_recorded_and_undone_before_the_next_review(tmp_path):
-    flagged = run_review(P01, "rules/p01_backend_flags.py", tmp_path / "a", rules="kernelbench", timing=False)
+    from kernelskill.settings import Guards
+
+    # a worker serving the next review: the runner-only path (the judge never reuses a candidate's runner)
+    flagged = run_review(P01, "rules/p01_backend_flags.py", tmp_path / "a", rules="kernelbench", timing=False,
+                         guards=Guards(judge=False))
     assert flagged.correct
     assert "backend_flag_changed:cudnn.benchmark=True" in flagged.flags
     # the same warm worker serves the next review: the switch must be back to what it was
-    clean = run_review(P01, "candidates/p01_pointwise_gelu_chain/triton_ok.py", tmp_path / "b", timing=False)
+    clean = run_review(P01, "candidates/p01_pointwise_gelu_chain/triton_ok.py", tmp_path / "b", timing=False,
+                       guards=Guards(judge=False))
     assert clean.correct and clean.stage_seconds.get("start") == 0.0  # reused worker
     assert not [f for f in clean.flags if f.startswith("backend_flag_changed")], clean.flags
 

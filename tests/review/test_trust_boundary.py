@@ -65,8 +65,7 @@ def test_reference_is_timed_where_the_candidate_never_ran(tmp_path):
     assert any(f.startswith("reference_slowed") for f in on.flags), on.flags
     off = run_review(P01, "attacks/reference_sabotage.py", tmp_path / "off",
                      guards=_guards(integrity=False, judge=False), **settings)
-    assert off.correct and off.speedup > 2  # 5 ms of sleep in every reference call
-    assert on.speedup < off.speedup / 2
+    assert off.correct and not any(f.startswith("reference_slowed") for f in off.flags)
 
 
 def test_stage_announcements_do_not_extend_the_time_limit(tmp_path):

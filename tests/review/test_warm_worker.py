@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_review
+from tests.conftest import run_review as _run_review
+
+
+def run_review(*args, **settings):
+    """Warm workers serve the runner-only path (Guards.judge=False): the judge never lets a candidate's runner
+    serve another review (tests/review/test_trust_boundary.py)."""
+    from kernelskill.settings import Guards
+
+    guards = {**settings.pop("guards", {}), "judge": False}
+    return _run_review(*args, guards=Guards(**guards), **settings)
 
 P01 = "problems/p01_pointwise_gelu_chain.py"
 OK = "candidates/p01_pointwise_gelu_chain/triton_ok.py"

@@ -103,8 +103,11 @@ def optimize(
         from kernelskill.llm.registry import no_model_message
 
         raise LLMError(no_model_message())
-    if request.resume:  # the run's own settings, unless the command gave them (and may raise)
-        request = with_run_settings(request)
+    if request.resume:  # the run's own settings, unless the command gave them (and may raise), read while held
+        from kernelskill.store.lock import hold_run_folder
+
+        with hold_run_folder(request.out, create=False, command="optimize"):
+            request = with_run_settings(request)
     owned = evaluator is None
     evaluator = evaluator or local_evaluator(request.review.device, request.backend)
     with open_run(request.out or default_run_dir(problem.path), "optimize", resume=request.resume,

@@ -70,11 +70,31 @@ def detect_backend(tree: ast.AST) -> str:
     return "none"
 
 
+MAX_DEPTH = 200  # syntax-tree levels; Python's own recursion limit is 1000, and the checks walk the tree recursively
+
+
+def tree_depth(tree: ast.AST) -> int:
+    """The depth of a syntax tree, found without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def parse_candidate(source: str, path: Path | None = None, backend: str | None = None) -> Candidate:
     """Parse a candidate. A syntax error is recorded (it is the candidate's compile failure, not bad input)."""
     filename = str(path) if path else "<candidate>"
     try:
         tree = ast.parse(source, filename=filename)
+        depth = tree_depth(tree)
+        if depth > MAX_DEPTH:
+            raise SyntaxError(f"the source nests {depth} levels deep (at most {MAX_DEPTH}: every tool that reads "
+                              "it walks the tree recursively)", (filename, 1, 1, "", 1, 1))
+    except (RecursionError, MemoryError):
+        return Candidate(source=source, path=path, backend=backend or "triton",
+                         syntax_error=f"{filename}: the source nests too deeply to be parsed")
     except SyntaxError as exc:
         return Candidate(
             source=source,

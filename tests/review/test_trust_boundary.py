@@ -82,3 +82,16 @@ def test_a_candidate_never_shares_its_runner(tmp_path):
     assert first.correct, first.error
     second = run_review(P01, "attacks/check_state.py", tmp_path / "b", rules="kernelbench", guards=_guards())
     assert second.correct, second.error
+
+
+def test_a_source_nested_too_deeply_is_a_compile_error_not_a_crash(tmp_path):
+    from kernelskill.candidate import parse_candidate
+
+    body = " + ".join(["x"] * 3000)
+    source = f"import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return {body}\n"
+    candidate = parse_candidate(source)
+    assert candidate.syntax_error and "nests" in candidate.syntax_error
+    from kernelskill.review.static_checks import static_checks
+
+    with pytest.raises(RecursionError):  # what the depth limit keeps every later reader of the tree from
+        static_checks(source)

@@ -38,7 +38,8 @@ CASES = [
     ("forged verdict", P01, "attacks/forged_verdict.py", "kernelbench", "not correct"),
     ("garbage after checks", P01, "attacks/garbage_later.py", "kernelbench", "not correct"),
     ("fingerprint cache", P01, "attacks/fingerprint_cache.py", "kernelbench", "timing_unconfirmed"),
-    ("reference sabotage", P01, "attacks/reference_sabotage.py", "kernelbench", "reference_slowed"),
+    # on a GPU the sleep is host time, which the robust protocol's GPU figure leaves out: not inflated either way
+    ("reference sabotage", P01, "attacks/reference_sabotage.py", "kernelbench", "not inflated"),
     ("side stream (cheat)", P01, "cheats/side_stream.py", "kernelbench", "not correct"),
     ("cached output (cheat)", P01, "cheats/cache_call_count.py", "kernelbench", "not correct"),
 ]
@@ -57,7 +58,9 @@ def run(case, judge: bool, log_dir: Path) -> dict:
             "stage_seconds": result.stage_seconds}
 
 
-def holds(expect: str, r: dict) -> bool:
+def holds(expect: str, r: dict, off: dict | None = None) -> bool:
+    if expect == "not inflated":
+        return r["correct"] and (r["speedup"] or 0) <= 1.1 * max(1.0, (off or {}).get("speedup") or 0)
     if expect == "correct":
         return r["correct"]
     if expect == "not correct":
@@ -88,7 +91,7 @@ def main() -> None:
                 row["on" if judge else "off"] = {"correct": False, "error_kind": "harness",
                                                  "error": f"{type(exc).__name__}: {exc}", "speedup": None,
                                                  "flags": [], "wall_s": None}
-        row["holds"] = holds(case[4], row["on"])
+        row["holds"] = holds(case[4], row["on"], row["off"])
         rows.append(row)
         on, off = row["on"], row["off"]
         print(f"{case[0]:<24} judge: {'ok' if row['holds'] else 'FAILS':<5} "

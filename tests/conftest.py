@@ -31,6 +31,20 @@ def run_review(problem: str | Path, candidate: str | Path, tmp_path: Path | None
     return review(problem, read_candidate(candidate, settings.backend), settings, log_dir=tmp_path)
 
 
+def sandbox_without(*layers: str):
+    """The sandbox with `layers` off. Where the worker keeps the harness's uid (a root harness whose Python uid 65534
+    cannot read), the user layer holds only through filesystem, processes and network; turning one of those off
+    turns the user layer off too, as the sandbox's own error message would ask."""
+    from kernelskill.review import confine
+    from kernelskill.settings import Sandbox
+
+    off = set(layers)
+    keeps_uid = confine._drop_plan({"user": True}, [])[0] is None
+    if keeps_uid and off & {"filesystem", "processes", "network"}:
+        off.add("user")
+    return Sandbox(**{name: False for name in off})
+
+
 @pytest.fixture
 def review_cpu(tmp_path):
     def _run(problem, candidate, **overrides):

@@ -42,5 +42,12 @@ class CandidateError(KernelSkillError):
     """A candidate file cannot be read or has no ModelNew."""
 
 
+class SandboxError(KernelSkillError):
+    """A sandbox layer the settings ask for cannot be put in place here: nothing runs unconfined. The message says
+    what to do and how to turn the layer off explicitly."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
 class KnowledgeBaseError(KernelSkillError):
     """The long-term memory (YAML knowledge base) is invalid."""

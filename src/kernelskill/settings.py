@@ -68,7 +68,8 @@ class Sandbox(BaseModel):
     network: bool = True  # no socket but AF_UNIX (network namespace, else seccomp, else Landlock TCP rules)
     filesystem: bool = True  # Landlock: write only scratch and caches, read only what a kernel needs
     environment: bool = True  # an allowlist of variables instead of dropping secret-looking names
-    user: bool = True  # a harness running as root drops the worker to nobody (65534)
+    user: bool = True  # a harness running as root drops the worker to nobody (65534); else see review/confine.py
+    processes: bool = True  # a PID namespace of its own: what it starts dies with it, no other process in /proc
 
     @classmethod
     def from_env(cls) -> "Sandbox":
@@ -76,7 +77,7 @@ class Sandbox(BaseModel):
         if raw in ("", "on", "1", "true", "all"):
             return cls()
         if raw in ("off", "0", "false", "none"):
-            return cls(network=False, filesystem=False, environment=False, user=False)
+            return cls(network=False, filesystem=False, environment=False, user=False, processes=False)
         keep = {part.strip() for part in raw.split(",") if part.strip()}
         unknown = sorted(keep - set(cls.model_fields))
         if unknown:

@@ -83,8 +83,10 @@ def probe(tmp_path: Path, targets: dict, sandbox: Sandbox | None = None, **overr
     return json.loads(line.removeprefix("sandbox-probe: ")), result
 
 
-def without(layer: str) -> Sandbox:
-    return Sandbox(**{layer: False})
+def without(*layers: str) -> Sandbox:
+    from tests.conftest import sandbox_without
+
+    return sandbox_without(*layers)
 
 
 # ------------------------------------------------------------------------------------------------ the probe, all on
@@ -94,10 +96,9 @@ def test_every_escape_of_the_probe_is_stopped(tmp_path, targets):
     for escape in ("read_secret", "write_outside", "list_home", "connect", "environment", "harness_environ"):
         assert not got[escape]["ok"], (escape, got[escape])
     assert not Path(targets["PROBE_OUTSIDE_FILE"]).exists()
-    assert {name: layer.state for name, layer in result.sandbox.items() if name != "user"} == {
-        "network": "active", "filesystem": "active", "environment": "active"}
-    assert result.sandbox["user"].state in ("active", "unavailable")  # unavailable: said why, never silent
-    assert result.sandbox["user"].mechanism or result.sandbox["user"].detail
+    assert {name: layer.state for name, layer in result.sandbox.items()} == {
+        "network": "active", "filesystem": "active", "environment": "active", "user": "active", "processes": "active"}
+    assert result.sandbox["user"].mechanism
     log = Path(result.log_path).read_text()
     assert "[kernelskill] sandbox: network: active" in log and "pw@" not in log and "hunter2" not in log
 
@@ -118,7 +119,7 @@ def test_the_network_is_closed_by_each_mechanism(tmp_path, targets, monkeypatch,
     if mechanism == "landlock" and _landlock() < 4:
         pytest.skip("Landlock without TCP rules (ABI < 4)")
     monkeypatch.setenv("KERNELSKILL_SANDBOX_NETWORK", mechanism)
-    got, result = probe(tmp_path, targets, Sandbox(filesystem=False))
+    got, result = probe(tmp_path, targets, without("filesystem"))
     assert not got["connect"]["ok"], got["connect"]
     if result.sandbox["network"].state == "unavailable":
         pytest.skip(f"{mechanism} not permitted here: {result.sandbox['network'].detail}")
@@ -136,8 +137,89 @@ def test_with_the_environment_layer_off_ordinary_names_leak(tmp_path, targets):
     got, _ = probe(tmp_path, targets, without("environment"))
     assert got["environment"]["ok"]  # the old denylist keeps only secret-looking names out
     assert got["environment"]["got"]["DATABASE_URL"] == "postgres://u:pw@h/db"
-    on, _ = probe(tmp_path / "on", targets, Sandbox(network=False, filesystem=False))
+    on, _ = probe(tmp_path / "on", targets, without("network", "filesystem"))
     assert not on["environment"]["ok"]  # the allowlist alone stops it
+
+
+# ------------------------------------------------------------------- processes, UNIX sockets, the user's JIT caches
+@pytest.fixture
+def escapes(tmp_path, targets, monkeypatch):
+    """Targets of the escapes a same-uid worker would have: the harness's /proc entry, a UNIX socket server, the
+    user's Triton cache (a folder standing in for it), and a file a surviving grandchild keeps touching."""
+    import socket
+
+    path = str(tmp_path / "server.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(4)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conn.sendall(b"a shell")
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    user_cache = tmp_path / "user-triton-cache"
+    user_cache.mkdir()
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(user_cache))
+    survivor = Path(f"/dev/shm/kernelskill-test-survivor-{os.getpid()}-{tmp_path.name}")
+    yield {**targets, "PROBE_HARNESS_PID": str(os.getpid()), "PROBE_UNIX_SOCKET": path,
+           "PROBE_USER_CACHE": str(user_cache), "PROBE_SURVIVOR_FILE": str(survivor)}
+    srv.close()
+    if survivor.exists():
+        try:
+            os.kill(int(survivor.read_text() or 0), 9)
+        except (ValueError, OSError):
+            pass
+        survivor.unlink(missing_ok=True)
+
+
+def _survives(path: str) -> bool:
+    """Whether something still touches `path` a second after the review ended."""
+    import time
+
+    before = os.stat(path).st_mtime_ns if os.path.exists(path) else None
+    time.sleep(1.2)
+    return os.path.exists(path) and os.stat(path).st_mtime_ns != before
+
+
+@needs_landlock
+def test_a_same_uid_worker_reaches_no_process_socket_or_cache_of_the_user(tmp_path, escapes):
+    got, result = probe(tmp_path, escapes)
+    assert got["survivor"]["ok"]  # it did start its grandchild ...
+    assert not _survives(escapes["PROBE_SURVIVOR_FILE"])  # ... which died with the worker
+    assert not got["harness_cmdline"]["ok"], got["harness_cmdline"]
+    assert not got["unix_connect"]["ok"], got["unix_connect"]
+    assert not got["user_cache"]["ok"] and not (Path(escapes["PROBE_USER_CACHE"]) / "planted.py").exists()
+    assert got["pid"] == 1 and result.sandbox["processes"].state == "active"
+
+
+@needs_landlock
+def test_with_the_processes_layer_off_a_grandchild_outlives_the_review_and_proc_shows_the_harness(tmp_path, escapes):
+    got, result = probe(tmp_path, escapes, without("processes"))
+    assert _survives(escapes["PROBE_SURVIVOR_FILE"])
+    assert got["harness_cmdline"]["ok"], got["harness_cmdline"]
+    assert result.sandbox["processes"].state == "off"
+
+
+@needs_landlock
+def test_with_the_network_layer_off_a_unix_socket_server_answers(tmp_path, escapes):
+    got, _ = probe(tmp_path, escapes, without("network"))
+    assert got["unix_connect"] == {"ok": True, "got": "a shell"}
+
+
+@needs_landlock
+def test_the_jit_caches_a_worker_writes_are_never_the_users(tmp_path, escapes, monkeypatch):
+    # the guard: confine._caches gives the worker caches of the sandbox's own; with the user's instead, the probe
+    # plants a file where the user's own (unconfined) Triton programs would load it
+    real = confine._caches
+    monkeypatch.setattr(confine, "_caches", lambda dropped, own=True: real(dropped, own=False))
+    got, _ = probe(tmp_path, escapes)
+    assert got["user_cache"]["ok"], got["user_cache"]
 
 
 # ----------------------------------------------------------------------------------------------------- not root
@@ -192,7 +274,8 @@ def test_the_allowlist_keeps_what_builds_need_and_drops_the_rest(monkeypatch):
     assert not drop.keys() & env.keys()
     assert all(env[name] == value for name, value in keep.items() if name not in ("TRITON_CACHE_DIR",))
     assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["PYTHONUNBUFFERED"] == "1"
-    assert env["TRITON_CACHE_DIR"] == "/c"  # the caches are named explicitly: HOME points into the scratch folder
+    # the JIT caches are the sandbox's, never the user's own (which the user's unconfined programs load)
+    assert env["TRITON_CACHE_DIR"] != "/c" and env["TRITON_CACHE_DIR"].startswith(str(confine.sandbox_cache_root()))
 
 
 def test_pythonpath_entries_are_made_absolute(monkeypatch, tmp_path):
@@ -204,8 +287,8 @@ def test_pythonpath_entries_are_made_absolute(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("raw,expected", [
     ("", Sandbox()), ("on", Sandbox()),
-    ("off", Sandbox(network=False, filesystem=False, environment=False, user=False)),
-    ("network,environment", Sandbox(filesystem=False, user=False)),
+    ("off", Sandbox(network=False, filesystem=False, environment=False, user=False, processes=False)),
+    ("network,environment", Sandbox(filesystem=False, user=False, processes=False)),
 ])
 def test_the_sandbox_switch(monkeypatch, raw, expected):
     from kernelskill.settings import ReviewSettings
@@ -222,15 +305,31 @@ def test_an_unknown_sandbox_layer_is_a_one_line_error(monkeypatch):
         Sandbox.from_env()
 
 
-def test_nothing_available_is_warned_about_once(capsys):
-    confine._WARNED.clear()
-    report = {"network": {"state": "unavailable", "detail": "no namespaces, no seccomp"},
-              "filesystem": {"state": "active", "mechanism": "Landlock ABI 7"}}
-    confine.warn_unavailable(report)
-    confine.warn_unavailable(report)
-    err = capsys.readouterr().err
-    # one line, once, naming the layer and where to learn why (`kernelskill doctor` gives the detail)
-    assert err.count("kernelskill: sandbox layer(s) network unavailable") == 1 and "kernelskill doctor" in err
+def test_a_layer_that_cannot_be_applied_stops_the_process_with_the_fix_and_the_opt_out():
+    # a worker-mode process asks for a PID namespace, which only the zygote gives: started any other way, it refuses
+    # to run rather than run with less (remove `refuse_unavailable` and it runs)
+    env = confine.environment(None, False, Sandbox())
+    program = ("import json\nfrom kernelskill.review import confine\ntry:\n    confine.apply()\n"
+               "    print('ran unconfined')\nexcept confine.Unconfined as e:\n    print(json.dumps(str(e)))\n")
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60,
+                         cwd=confine.scratch_environment(env)[1])
+    assert out.returncode == 0, out.stderr
+    message = json.loads(out.stdout.strip().splitlines()[-1])
+    first = message.splitlines()[0]  # (with the user layer too, where it leans on the processes layer)
+    assert first.startswith("the sandbox cannot confine candidates here: layer") and "processes" in first
+    assert "- processes: the process was not started by the zygote" in message and "fix:" in message
+    assert "KERNELSKILL_SANDBOX=network,filesystem,environment" in message  # the explicit way on, without it
+
+
+def test_a_review_that_cannot_be_confined_raises_a_sandbox_error(monkeypatch):
+    from kernelskill.errors import SandboxError
+    from kernelskill.review import reviewer
+    from kernelskill.review.sandbox import WorkerOutcome
+    from kernelskill.review.wire import VerdictMessage
+
+    outcome = WorkerOutcome(verdict=VerdictMessage(stage="load", kind="sandbox", error="layer processes unavailable"))
+    with pytest.raises(SandboxError, match="layer processes unavailable"):
+        reviewer._reference_failed({}, outcome, Path("/nonexistent/log"), 0.1)
 
 
 def test_network_clients_are_refused_statically():
@@ -248,10 +347,12 @@ def _in_child(body: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("filtered", [True, False])
+@pytest.mark.parametrize("filtered", [True, False, "all"])
 def test_the_seccomp_filter_allows_unix_sockets_only(filtered):
     got = _in_child(f"""
-if {filtered}:
+if {filtered!r} == "all":
+    confine_os.block_sockets(unix=False)
+elif {filtered}:
     confine_os.block_sockets()
 out = {{}}
 for name, family in (("inet", socket.AF_INET), ("inet6", socket.AF_INET6), ("unix", socket.AF_UNIX)):
@@ -261,7 +362,9 @@ for name, family in (("inet", socket.AF_INET), ("inet6", socket.AF_INET6), ("uni
     except OSError as e:
         out[name] = e.errno
 print(json.dumps(out))""")
-    if filtered:
+    if filtered == "all":  # a review worker's: no UNIX socket either (tmux, ssh-agent and docker servers listen on one)
+        assert got == {"inet": 13, "inet6": 13, "unix": 13}
+    elif filtered:
         assert got == {"inet": 13, "inet6": 13, "unix": "ok"}  # EACCES
     else:
         assert got == {"inet": "ok", "inet6": "ok", "unix": "ok"}
@@ -347,7 +450,8 @@ def test_ncu_and_its_program_get_a_tmp_of_their_own(filesystem):
 def test_a_sandboxed_process_may_rewrite_its_own_thread_names():
     # the CUDA driver names its threads with fopen("/proc/self/task/<tid>/comm", "wb") at cuInit; "wb" truncates,
     # and without Landlock's truncate right on the process's own /proc entries cuInit failed with 304 on the H200
-    env, scratch = confine.scratch_environment(confine.environment(None, False, Sandbox(network=False, user=False)))
+    env, scratch = confine.scratch_environment(confine.environment(None, False, Sandbox(network=False, user=False,
+                                                                                          processes=False)))
     program = ("import threading\nfrom kernelskill.review import confine\nconfine.apply()\n"
                "open(f'/proc/self/task/{threading.get_native_id()}/comm', 'wb').write(b'cuda-worker')\n"
                "print(open(f'/proc/self/task/{threading.get_native_id()}/comm').read().strip())\n")

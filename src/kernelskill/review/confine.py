@@ -11,7 +11,17 @@ Four layers, each reported as active (with the mechanism), off (turned off by th
   /proc, /sys and the GPU's device files. Not the user's home, not other run folders, not /etc beyond what the
   dynamic linker and user lookups read. Logs arrive as open file descriptors, so log folders need no access.
 - user: a harness running as root drops the worker to uid/gid 65534 (nobody) where everything the worker reads is
-  reachable for that user; its caches then live in a folder of its own (`KERNELSKILL_SANDBOX_CACHE`).
+  reachable for that user. Where it cannot (Python under /root) or need not (an ordinary user), the worker keeps
+  the harness's uid without capabilities, and the layer holds only when the others hold what a uid of its own
+  would: Landlock (no file of the user's outside the sandbox), its own PID namespace (no other process in sight)
+  and a filter that refuses UNIX sockets (no server of the user's: tmux, ssh-agent, docker). Its JIT caches are
+  the sandbox's own (`KERNELSKILL_SANDBOX_CACHE`) in every case, never the user's, which unsandboxed programs load.
+- processes (review workers, started by the zygote): a PID namespace of its own, pid 1 being the worker, and a
+  /proc that lists only its processes. Whatever the candidate starts dies with the worker; no other process's
+  command line or environment can be read.
+
+A layer the settings ask for that cannot be put in place stops the process before any candidate code runs
+(`Unconfined`, with what to do and the explicit opt-out); a layer is never silently dropped.
 
 The parent builds a spec (`spec()`), passes it in the environment, and the child calls `apply()` as its first act,
 while it is still single-threaded.
@@ -29,10 +39,11 @@ from pathlib import Path
 
 from kernelskill.review import confine_os as osl
 
-LAYERS = ("network", "filesystem", "environment", "user")
+LAYERS = ("network", "filesystem", "environment", "user", "processes")
 SPEC_VAR = "KERNELSKILL_SANDBOX_SPEC"
 SCRATCH_VAR = "KERNELSKILL_SCRATCH"
 SANDBOX_UID = SANDBOX_GID = 65534
+PROCESSES_LAYER: dict | None = None  # set by the zygote in the child it forked, before `apply` runs
 NETWORK_MECHANISMS = ("netns", "seccomp", "landlock")  # tried in this order (KERNELSKILL_SANDBOX_NETWORK narrows it)
 NCU_PORTS = range(49152, 49152 + 64)  # ncu's default --port and --max-connections: how it reaches its target
 
@@ -72,6 +83,7 @@ def environment(extra: dict[str, str] | None, interpret: bool, sandbox, mode: st
     """The environment of a sandboxed process, with its spec (`SPEC_VAR`) in it. `sandbox` is the settings'
     `Sandbox`; `extra` comes from the caller and is trusted (CUDA_VISIBLE_DEVICES, a test's own variables)."""
     layers = {name: bool(getattr(sandbox, name)) for name in LAYERS}
+    layers["processes"] = layers["processes"] and mode == "worker"  # only the zygote's children get a PID namespace
     if layers["environment"]:
         env = {k: v for k, v in os.environ.items() if allowed_variable(k, v)}
     else:
@@ -87,18 +99,21 @@ def environment(extra: dict[str, str] | None, interpret: bool, sandbox, mode: st
     drop, drop_why = _drop_plan(layers, [*(read or []), *(str(Path(w).parent) for w in write or [])])
     for path in (write or []) if drop else ():  # the child's own output folders (a profile's work folder)
         os.chown(path, drop["uid"], drop["gid"])
-    if layers["filesystem"] or drop:
-        import site
+    import site
 
-        env["PYTHONUSERBASE"] = os.environ.get("PYTHONUSERBASE") or site.getuserbase()  # HOME changes below
-        try:
-            env.update(_caches(drop is not None))
-        except OSError as exc:  # no folder of its own for nobody's caches: the worker stays root
-            drop, drop_why = None, f"no cache folder for uid {SANDBOX_UID} ({exc}); set KERNELSKILL_SANDBOX_CACHE"
-            env.update(_caches(False))
+    env["PYTHONUSERBASE"] = os.environ.get("PYTHONUSERBASE") or site.getuserbase()  # HOME changes below
+    shared_caches = None
+    try:
+        env.update(_caches(drop is not None))
+    except OSError as exc:  # no folder of the sandbox's own for its caches: the user's, and the user layer says so
+        shared_caches = f"no cache folder of the sandbox's own ({exc}); set KERNELSKILL_SANDBOX_CACHE to a folder"
+        if drop:
+            drop, drop_why = None, shared_caches
+        env.update(_caches(False, own=False))
     env.update(extra or {})
     env[SPEC_VAR] = json.dumps({"layers": layers, "mode": mode, "read": [*_toolchain_dirs(), *(read or [])],
                                 "write": list(write or []), "drop": drop, "drop_why": drop_why,
+                                "shared_caches": shared_caches,
                                 "network_order": network_order()}, sort_keys=True)
     return env
 
@@ -158,19 +173,25 @@ def sandbox_cache_root() -> Path:
     return Path(os.environ.get("KERNELSKILL_SANDBOX_CACHE") or f"/var/tmp/kernelskill-sandbox-{SANDBOX_UID}")
 
 
-def _caches(dropped: bool) -> dict[str, str]:
+def _caches(dropped: bool, own: bool = True) -> dict[str, str]:
     """The build and JIT caches, named explicitly (HOME points into the scratch folder). A worker dropped to
-    nobody gets caches of its own: root's stay root's, and nobody cannot reach a home of mode 0700 anyway."""
+    nobody gets a build cache of its own: root's stays root's, and nobody cannot reach a home of mode 0700 anyway.
+    The JIT caches (Triton, Inductor, torch extensions, the CUDA driver's) are the sandbox's in every case (`own`
+    False: the user's, for `kernelskill doctor` to list): the user's own programs load from the user's, so a
+    candidate that wrote there would run later, unconfined."""
     from kernelskill.review.cuda import cache as build_cache
 
-    if dropped:
-        base = sandbox_cache_root()
-        caches = {"KERNELSKILL_CACHE": base / "kernelskill", "TORCH_EXTENSIONS_DIR": base / "torch_extensions" /
-                  _torch_build_folder(), "TRITON_CACHE_DIR": base / "triton", "CUDA_CACHE_PATH": base / "nv",
+    if dropped or own:
+        uid, gid = (SANDBOX_UID, SANDBOX_GID) if dropped else (os.geteuid(), os.getegid())
+        base = sandbox_cache_root() if dropped else Path(f"{sandbox_cache_root()}-uid{uid}")
+        caches = {"KERNELSKILL_CACHE": base / "kernelskill" if dropped else build_cache.root(),
+                  "TORCH_EXTENSIONS_DIR": base / "torch_extensions" / _torch_build_folder(),
+                  "TRITON_CACHE_DIR": base / "triton", "CUDA_CACHE_PATH": base / "nv",
                   "TORCHINDUCTOR_CACHE_DIR": base / "inductor"}
-        for path in caches.values():
-            _owned_folder(path, SANDBOX_UID, SANDBOX_GID)
-        _owned_folder(base, SANDBOX_UID, SANDBOX_GID)
+        _owned_folder(base, uid, gid)
+        for name, path in caches.items():
+            if name != "KERNELSKILL_CACHE" or dropped:
+                _owned_folder(Path(path), uid, gid)
         return {k: str(v) for k, v in caches.items()}
     import getpass
 
@@ -264,9 +285,19 @@ def layer(state: str, how: str | None = None) -> dict:
     return {"state": state, "mechanism" if state == "active" else "detail": how} if how else {"state": state}
 
 
-def apply(spec: dict | None = None) -> dict[str, dict]:
+class Unconfined(Exception):
+    """A layer the settings ask for could not be put in place; the message says why, what to do, and how to go on
+    without it. `report` has every layer's state."""
+
+    def __init__(self, message: str, report: dict[str, dict]) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def apply(spec: dict | None = None, strict: bool = True) -> dict[str, dict]:
     """Confine this process as the spec asks; returns each layer's state. Call it before anything starts a thread.
-    A process not started by the harness (no spec) is left as it is and gets an empty report."""
+    A process not started by the harness (no spec) is left as it is and gets an empty report. `strict`: raise
+    Unconfined when a layer asked for is unavailable (`kernelskill doctor` reports instead)."""
     if spec is None:
         raw = os.environ.get(SPEC_VAR)
         if not raw:
@@ -276,6 +307,8 @@ def apply(spec: dict | None = None) -> dict[str, dict]:
     report = {name: layer("off") for name in LAYERS}
     if on["environment"]:
         report["environment"] = layer("active", "allowlist of variables")
+    if on.get("processes"):
+        report["processes"] = PROCESSES_LAYER or layer("unavailable", "the process was not started by the zygote")
     order = spec.get("network_order") or list(NETWORK_MECHANISMS)
     network, tried = None, []
     if on["network"] and mode == "ncu-target" and spec.get("shared_netns"):
@@ -288,9 +321,15 @@ def apply(spec: dict | None = None) -> dict[str, dict]:
         if mechanism == "netns":  # unprivileged: in a user namespace of its own
             network = _try(osl.network_namespace, "network namespace", tried)
         elif mechanism == "seccomp":
-            network = _try(osl.block_sockets, "seccomp", tried)
+            network = _try(lambda: osl.block_sockets(unix=mode != "worker"), "seccomp", tried)
         if network:
             break
+    unix = None  # how UNIX sockets are refused (a worker: none of any family)
+    if mode == "worker" and (on["network"] or on["user"]):
+        if network and network.startswith("seccomp"):
+            unix = "the same filter"
+        else:
+            unix = _try(lambda: osl.block_sockets(unix=False), "seccomp (UNIX sockets)", tried)
     abi = _try(osl.landlock_abi, "Landlock", tried)
     landlock_net = (on["network"] and network is None and "landlock" in order and isinstance(abi, int)
                     and abi >= 4)
@@ -302,8 +341,62 @@ def apply(spec: dict | None = None) -> dict[str, dict]:
             network = ("Landlock TCP rules (bind/connect only to ncu's ports)" if mode == "ncu-target" else
                        "Landlock TCP rules (bind and connect denied; UDP not covered)")
     if on["network"]:
-        report["network"] = layer("active", network) if network else layer("unavailable", "; ".join(tried))
+        if network and mode == "worker" and not unix:
+            report["network"] = layer("unavailable", f"{network}, but UNIX sockets not refused: "
+                                      + next((t for t in tried if t.startswith("seccomp")), "no seccomp"))
+        elif network:
+            report["network"] = layer("active", network + (f"; no UNIX sockets ({unix})" if unix else ""))
+        else:
+            report["network"] = layer("unavailable", "; ".join(tried))
+    if on["user"] and report["user"]["state"] == "unavailable" and mode == "worker":
+        report["user"] = _same_uid(report, spec, unix)
+    if strict:
+        refuse_unavailable(report)
     return report
+
+
+def _same_uid(report: dict[str, dict], spec: dict, unix: str | None) -> dict:
+    """A worker that kept the harness's uid: the user layer holds when the layers that keep a same-uid process off
+    the user's files, processes and servers all hold, and its caches are the sandbox's own."""
+    why = report["user"].get("detail", "")
+    missing = [name for name in ("filesystem", "processes") if report[name]["state"] != "active"]
+    if not unix:
+        missing.append("a seccomp filter on UNIX sockets")
+    if spec.get("shared_caches"):
+        missing.append("caches of the sandbox's own")
+    if missing:
+        return layer("unavailable", f"{why}; and without {', '.join(missing)} the same uid reaches the user's files, "
+                                    "processes or servers")
+    return layer("active", f"same uid as the harness, held by Landlock, a PID namespace and no UNIX sockets ({why})")
+
+
+FIX = {
+    "network": "a network namespace needs root or unprivileged user namespaces (sysctl "
+               "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0) and the UNIX-socket filter needs "
+               "seccomp; in a container, a profile that allows unshare and seccomp (e.g. Docker's default)",
+    "filesystem": "Landlock: Linux 5.13 or newer with landlock in the kernel's lsm= list (/sys/kernel/security/lsm)",
+    "user": "as root, keep the Python installation (a virtual environment links back to it) and the packages outside "
+            "folders only root can enter, such as /root (e.g. under /opt or /usr/local), or run as an ordinary user, "
+            "with the filesystem and processes layers available",
+    "environment": "set by the harness itself; nothing to install",
+    "processes": "a PID namespace needs root or unprivileged user namespaces (sysctl "
+                 "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0); in a container, run it with "
+                 "--cap-add SYS_ADMIN or a seccomp profile that allows unshare",
+}
+
+
+def refuse_unavailable(report: dict[str, dict]) -> None:
+    """Raise Unconfined when a layer asked for is unavailable: its reason, the fix, and the opt-out."""
+    missing = [name for name in LAYERS if report.get(name, {}).get("state") == "unavailable"]
+    if not missing:
+        return
+    keep = [name for name in LAYERS if name not in missing and report.get(name, {}).get("state") != "off"]
+    lines = [f"the sandbox cannot confine candidates here: layer {', '.join(missing)} unavailable"]
+    for name in missing:
+        lines.append(f"- {name}: {report[name].get('detail', '')}\n  fix: {FIX[name]}")
+    lines.append(f"to review without {'it' if len(missing) == 1 else 'them'} (only code you trust), set "
+                 f"KERNELSKILL_SANDBOX={','.join(keep) or 'off'}; `kernelskill doctor` checks each layer")
+    raise Unconfined("\n".join(lines), report)
 
 
 def _try(fn, name: str, reasons: list[str]):

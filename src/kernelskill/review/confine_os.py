@@ -34,8 +34,8 @@ _ARCH = {
 _IO_URING_SETUP = 425  # the same on both: io_uring can open sockets without socket(2)
 _LANDLOCK_CREATE, _LANDLOCK_ADD, _LANDLOCK_RESTRICT = 444, 445, 446  # the same on every architecture
 PR_SET_NO_NEW_PRIVS = 38
-CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS = 0x10000000, 0x40000000, 0x00020000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 1 << 18
+CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID = 0x10000000, 0x40000000, 0x00020000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x4000, 1 << 18
 
 
 def _check(result: int, what: str) -> int:
@@ -107,6 +107,38 @@ def loopback_up() -> None:
         request = struct.pack("16sH22x", b"lo", 0)
         flags = struct.unpack("16sH22x", fcntl.ioctl(s, siocgifflags, request))[1]
         fcntl.ioctl(s, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
+
+
+# ---------------------------------------------------------------------------------------------------- PID namespace
+def process_namespace() -> str:
+    """Unshare a PID and a mount namespace: the next child this process forks is pid 1 of a PID namespace of its
+    own, and when it dies the kernel kills every process left in it. As root that needs CAP_SYS_ADMIN; otherwise it
+    is done in an unprivileged user namespace, the uid and gid mapped to themselves (the process stays who it was
+    to everything outside). Raises Unavailable."""
+    if os.geteuid() == 0:
+        try:
+            _unshare(CLONE_NEWPID | CLONE_NEWNS)
+            return "PID namespace"
+        except OSError as exc:
+            first = str(exc)
+    else:
+        first = "not root"
+    uid, gid = os.geteuid(), os.getegid()
+    try:
+        _unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    except OSError as exc:
+        raise Unavailable(f"{first}; {exc} (user namespace)") from None
+    return "PID namespace (in a user namespace)"
+
+
+def private_proc() -> None:
+    """In the first process of a new PID namespace: keep mounts from leaking out, then mount a /proc that lists only
+    the processes of this namespace (no other process's command line or environment can be read)."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 # ----------------------------------------------------------------------------------------------------- private /tmp
@@ -295,8 +327,9 @@ _LD_W_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 
 
-def socket_filter_program(arch: dict) -> list[tuple[int, int, int, int]]:
-    """BPF: socket() only for AF_UNIX, no io_uring, no foreign-ABI (i386, x32) system calls; all else allowed.
+def socket_filter_program(arch: dict, unix: bool = True) -> list[tuple[int, int, int, int]]:
+    """BPF: socket() only for AF_UNIX (`unix` False: for no family at all), no io_uring, no foreign-ABI (i386, x32)
+    system calls; all else allowed (socketpair() among them: a connected pair reaches nothing outside).
     seccomp_data: nr at offset 0, arch at 4, args[0] (its low 32 bits, little-endian) at 16."""
     deny = (_RET, 0, 0, _RET_ERRNO | errno.EACCES)
     allow = (_RET, 0, 0, _RET_ALLOW)
@@ -304,6 +337,13 @@ def socket_filter_program(arch: dict) -> list[tuple[int, int, int, int]]:
     if arch["x32"]:
         prog.append((_JGE, 0, 1, 0x40000000))
         prog.append(deny)
+    if not unix:
+        return prog + [
+            (_JEQ, 2, 0, _IO_URING_SETUP),  # -> deny
+            (_JEQ, 1, 0, arch["socket"]),  # -> deny
+            allow,
+            deny,
+        ]
     prog += [
         (_JEQ, 4, 0, _IO_URING_SETUP),  # -> deny
         (_JEQ, 0, 2, arch["socket"]),  # not socket() -> allow
@@ -315,11 +355,11 @@ def socket_filter_program(arch: dict) -> list[tuple[int, int, int, int]]:
     return prog
 
 
-def block_sockets() -> str:
-    """Install the filter on every thread of this process (TSYNC); a socket() of any family but AF_UNIX then fails
-    with EACCES. Raises Unavailable where seccomp filters are not permitted."""
+def block_sockets(unix: bool = True) -> str:
+    """Install the filter on every thread of this process (TSYNC); a socket() of any family but AF_UNIX (`unix`
+    False: of any family) then fails with EACCES. Raises Unavailable where seccomp filters are not permitted."""
     arch = _arch()
-    prog = socket_filter_program(arch)
+    prog = socket_filter_program(arch, unix)
     filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
     fprog = _SockFprog(len(prog), filters)
     try:
@@ -328,4 +368,4 @@ def block_sockets() -> str:
                "seccomp(SECCOMP_SET_MODE_FILTER)")
     except OSError as exc:
         raise Unavailable(str(exc)) from None
-    return "seccomp filter on socket()"
+    return "seccomp filter on socket()" if unix else "seccomp filter: no socket() of any family"

@@ -58,6 +58,7 @@ class ReferenceRun:
     batch_walls: dict[str, float] = field(default_factory=dict)  # the batch's parts, by the judge's clock
     output_bytes: int = 0  # one call's outputs
     stateful: bool = False
+    target_s: float = 0.05  # how long a batch should take on this device (BATCH_TARGET_S)
     error: str | None = None  # why the reference runner could not do its part (the review then fails closed)
 
 
@@ -93,7 +94,8 @@ def _run(worker, command: Command, limit: float) -> tuple[dict | None, float, st
 
 def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict[str, float]) -> ReferenceRun:
     """Everything the reference runner does for a review, before the candidate runner has run any candidate code."""
-    run = ReferenceRun(folder=folder, trial_seeds=draw_seeds(JUDGE_TRIALS), batch_seeds=[])
+    run = ReferenceRun(folder=folder, trial_seeds=draw_seeds(JUDGE_TRIALS), batch_seeds=[],
+                       target_s=BATCH_TARGET_S[device])
     info, _, error = _run(worker, Command(name="stateful", seeds=draw_seeds(1)), limits["verify"])
     if error:
         run.error = f"checking whether the reference keeps state across calls failed: {error}"
@@ -189,12 +191,12 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                 report.mismatch = mismatch
                 return _fail(report, "mismatch", f"judge's trial on fresh inputs: {why}")
         if ref.batch_seeds and runner_timing is not None:
-            walls, error = _batch(worker, ref.batch_seeds, cand_folder / "batch", limits["time"])
+            calls = batch_calls(ref, runner_timing)
+            walls, error = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", limits["time"])
             worker.kill(keep_scratch=True)  # nothing it started may touch the files from here on
             if error:
                 return _fail(report, "runtime_error", f"in the judge's batch of calls the candidate failed: {error}")
-            picks = sorted(secrets.SystemRandom().sample(range(len(ref.batch_seeds)),
-                                                         min(BATCH_PICKS, len(ref.batch_seeds))))
+            picks = sorted(secrets.SystemRandom().sample(range(calls), min(BATCH_PICKS, calls)))
             if not ref.stateful:
                 ok, why, mismatch, _, _ = _compare_files(ref.folder / "batch", cand_folder / "batch", picks, atol,
                                                          rtol, max_bytes)
@@ -202,9 +204,9 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                     report.mismatch = mismatch
                     return _fail(report, "rejected", f"outputs of calls in a batch timed by the judge differ from the "
                                  f"reference ({why}); every call must compute its result", check="judge:batch-outputs")
-            report.timing, flags = bound_timing(runner_timing, ref, walls, len(ref.batch_seeds))
+            report.timing, flags = bound_timing(runner_timing, ref, walls, calls)
             report.flags += flags
-            report.batch = {"calls": len(ref.batch_seeds), "checked_calls": picks,
+            report.batch = {"calls": calls, "checked_calls": picks,
                             "reference_s": {k: round(v, 6) for k, v in ref.batch_walls.items()},
                             "candidate_s": {k: round(v, 6) for k, v in walls.items()},
                             "candidate_wall_s": round(sum(walls.values()), 6)}
@@ -213,6 +215,16 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
         shutil.rmtree(cand_folder, ignore_errors=True)
     report.ok = True
     return report
+
+
+def batch_calls(ref: ReferenceRun, runner_timing: TimingResult) -> int:
+    """How many of the reference's batch calls the candidate runs: as many as fill the batch's target time at the
+    slower of the two paces, the candidate's by its own claim. A slow candidate (Triton's interpreter on a CPU)
+    then costs the judge no more time than a fast one, and a candidate that claims to be slower to get a shorter
+    batch has claimed its own lower speedup: the batch still bounds that claim."""
+    claimed_ms = max(runner_timing.candidate.median_ms, ref.stats.median_ms if ref.stats else 0.0)
+    fill = math.ceil(ref.target_s / max(claimed_ms / 1e3, 1e-7))
+    return max(min(MIN_BATCH, len(ref.batch_seeds)), min(len(ref.batch_seeds), fill))
 
 
 def _fail(report: JudgeReport, kind: str, error: str, check: str | None = None) -> JudgeReport:
@@ -236,7 +248,7 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     # the batch: the reference's `calls` part less its calls is what the part costs besides them (the judge's
     # latency); work moved into the candidate's `prepare` or `commit` shows as time beyond the reference's there
     ref_call_s = max(ref.stats.median_ms, ref.host_ms or 0.0) / 1e3
-    overhead_s = max(0.0, ref.batch_walls["calls"] - calls * ref_call_s)
+    overhead_s = max(0.0, ref.batch_walls["calls"] - len(ref.batch_seeds) * ref_call_s)
     hidden_s = sum(max(0.0, walls[p] - ref.batch_walls[p] * (1 + PHASE_TOL) - PHASE_ABS_S) for p in ("prepare", "commit"))
     wall_call_s = (max(0.0, walls["calls"] - overhead_s) + hidden_s) / calls
     claimed_s = cand.median_ms / 1e3

@@ -23,6 +23,7 @@ ErrorKind = Literal[
     "rejected",  # an anti-reward-hacking check fired
     "timeout",  # a stage ran past its limit
     "crash",  # the worker died (signal, abort, CUDA error that kills the context)
+    "sandbox",  # a sandbox layer could not be put in place (only between a worker and review(), which raises)
 ]
 
 

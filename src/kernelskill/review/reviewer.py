@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelskill.candidate import Candidate
-from kernelskill.errors import KernelSkillError, ProblemError
+from kernelskill.errors import KernelSkillError, ProblemError, SandboxError
 from kernelskill.problem import Problem, read_problem
 from kernelskill.review import judge
 from kernelskill.review.logs import trim_log
 from kernelskill.review.precision import compute_dtypes, settle
 from kernelskill.review.results import Check, CompileResult, CompileWarmup, PolicyResult, Precision, ReviewResult
-from kernelskill.review.confine import warn_unavailable
 from kernelskill.review.sandbox import WorkerOutcome, clean_environment, describe_exit, run_worker
 from kernelskill.review.sol import judge as judge_speed_of_light
 from kernelskill.review.static_checks import split_findings, static_checks
@@ -140,6 +139,8 @@ def _reference_failed(base: dict, outcome: WorkerOutcome, log_path: Path, wall: 
     verdict = outcome.verdict
     if verdict is not None and verdict.kind == "bad_problem":
         raise ProblemError(verdict.error)
+    if verdict is not None and verdict.kind == "sandbox":
+        raise SandboxError(verdict.error)
     if error is None:
         if outcome.timed_out:
             error = f"the reference runner ran past its {outcome.stage} stage's limit"
@@ -345,8 +346,9 @@ def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_p
         log_path=str(log_path),
         sandbox=outcome.sandbox,
     )
-    warn_unavailable(outcome.sandbox)
     verdict = outcome.verdict
+    if verdict is not None and verdict.kind == "sandbox":
+        raise SandboxError(verdict.error)
     if outcome.timed_out:
         limit = getattr(settings.timeouts, outcome.stage or "load")
         result.update(stage=outcome.stage, error_kind="timeout",

@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review import confine
+from kernelskill.review.zygote import RESULT_FD, Zygote, ZygoteError
 from kernelskill.review.wire import (AwaitingMessage, Command, CommandDone, DoneMessage, ReadyMessage, ReviewRequest,
                                      StageMessage, StageResults, StageSecondsMessage, UpdateMessage, VerdictMessage,
                                      decode)
@@ -45,6 +47,7 @@ from kernelskill.review.confine import SECRET_NAME  # noqa: F401  (names that ne
 REUSABLE_AFTER = {None, "mismatch", "compile_error", "runtime_error", "bad_candidate"}
 STAGES = ("load", "compile", "verify", "time")  # the order a worker announces them in
 MAX_MESSAGE = 64 << 20  # the longest line a worker's message may take
+LOG_HEAD, LOG_TAIL = 16 << 20, 1 << 20  # a review's log: its first 16 MiB, then only its last 1 MiB
 MAX_REVIEWS_PER_WORKER = 100  # a fresh process now and then bounds whatever slowly leaks
 MAX_IDLE_WORKERS = 4  # idle workers kept across all environments (each holds a CUDA context on its GPU)
 IDLE_SECONDS = 120  # an idle worker or spare of another environment unused this long is stopped (its phase is over)
@@ -79,35 +82,35 @@ class WorkerOutcome:
 
 
 class WorkerProcess:
-    """One worker process: its pipes and the reviews it has served."""
+    """One worker process: its pipes, its log and the reviews it has served. Forked by the zygote of its environment
+    (zygote.py) into a PID namespace of its own."""
 
     def __init__(self, env: dict[str, str], device: str, log_path: Path | None) -> None:
-        """`log_path` None: a spare, started before any review asks for it; what it prints starting up is kept in
-        its scratch folder and added to its first review's log."""
+        """`log_path` None: a spare, started before any review asks for it; what it prints starting up waits in its
+        output pipe and opens its first review's log."""
         self.device = device
         self.env, self.scratch = confine.scratch_environment(env)
-        self.startup_log = None if log_path else Path(self.scratch) / "start-up.log"
         confine.protect_harness(env)
-        self.read_fd, write_fd = os.pipe()
-        self.fds, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)  # log files, as descriptors
         self.buffer = b""
         self.served = 0
         self.sandbox: dict[str, dict] = {}
+        self.log = LogSink(log_path)
+        stdin_r, stdin_w = os.pipe()
+        self.read_fd, write_fd = os.pipe()
+        self.output_fd, output_w = os.pipe()
+        os.set_blocking(self.output_fd, False)
         try:
-            with open(log_path or self.startup_log, "ab") as log:  # start-up output: for the first review's log
-                self.proc = _spawn(
-                    [sys.executable, "-m", "kernelskill.review.worker", str(write_fd), str(os.getpid()), device,
-                     str(theirs.fileno())],
-                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.scratch,
-                    pass_fds=(write_fd, theirs.fileno()),
-                    start_new_session=True,  # its own process group, so a hang is killed with all its children
-                )
+            self.proc = zygote_for(env).spawn("kernelskill.review.worker", [str(RESULT_FD), "0", device], self.env,
+                                              str(self.scratch), stdin_r, output_w, write_fd)
         except BaseException:
+            for fd in (stdin_w, self.read_fd, self.output_fd):
+                os.close(fd)
             shutil.rmtree(self.scratch, ignore_errors=True)
             raise
         finally:
-            os.close(write_fd)
-            theirs.close()
+            for fd in (stdin_r, write_fd, output_w):
+                os.close(fd)
+        self.proc.stdin = os.fdopen(stdin_w, "wb")
         self.started = self.last_used = time.monotonic()
 
     @property
@@ -119,17 +122,10 @@ class WorkerProcess:
 
     def send(self, request: ReviewRequest) -> bool:
         try:
-            if request.log_path:  # the log file goes first, as an open descriptor the worker writes to
-                fd = os.open(request.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                try:
-                    socket.send_fds(self.fds, [b"L"], [fd])
-                finally:
-                    os.close(fd)
-                request = request.model_copy(update={"log_fd": True})
             self.proc.stdin.write(request.model_dump_json().encode() + b"\n")
             self.proc.stdin.flush()
             return True
-        except (BrokenPipeError, OSError):
+        except (BrokenPipeError, OSError, ValueError):
             return False
 
     def kill(self, keep_scratch: bool = False) -> int | None:
@@ -143,7 +139,9 @@ class WorkerProcess:
             code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             code = None
-        for close in (self.proc.stdin.close, lambda: os.close(self.read_fd), self.fds.close):
+        self._drain()  # what it wrote before it died
+        self.log.close()
+        for close in (self.proc.stdin.close, lambda: os.close(self.read_fd), lambda: os.close(self.output_fd)):
             try:
                 close()
             except OSError:
@@ -152,7 +150,7 @@ class WorkerProcess:
             shutil.rmtree(self.scratch, ignore_errors=True)
         return code
 
-    def serve(self, request: ReviewRequest, timeouts: dict[str, float]) -> WorkerOutcome:
+    def serve(self, request: ReviewRequest, timeouts: dict[str, float], log_path: Path) -> WorkerOutcome:
         """Send one review and collect its messages until the worker says it is done or waits for commands, dies, or
         runs out of time.
 
@@ -162,7 +160,9 @@ class WorkerProcess:
         outcome = WorkerOutcome()
         # a worker started for this review: its start-up is the review's, and counts against the load stage's limit;
         # a spare's start-up before the review asked for it is not
-        began = self.started if self.served == 0 and self.startup_log is None else time.monotonic()
+        began = self.started if self.served == 0 and not self.spare else time.monotonic()
+        self._drain()
+        self.log.switch(log_path)
         stage_deadline = began + timeouts["load"]
         total_deadline = began + sum(timeouts[name] for name in STAGES)
         reached = -1  # the furthest stage announced
@@ -200,14 +200,36 @@ class WorkerProcess:
                     break
                 elif isinstance(message, DoneMessage):
                     outcome.done, outcome.finished = message, True
-        if self.served == 1 and self.startup_log is not None and request.log_path:
-            self._hand_over_startup_log(Path(request.log_path))
+        self._drain()
         return outcome
 
+    @property
+    def spare(self) -> bool:
+        return self.log.path is None and self.served == 0
+
+    def _drain(self) -> None:
+        """Move what the worker printed so far into the current review's log (capped there)."""
+        while True:
+            try:
+                chunk = os.read(self.output_fd, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                return
+            if not chunk:
+                return
+            if self.log.path is None:  # a spare's start-up output: it waits in the pipe for its first review
+                self.log.pending += chunk
+            else:
+                self.log.write(chunk)
+
     def _read(self, timeout: float) -> list | None:
-        """The whole messages that arrived within `timeout` (an empty list: none yet); None when the pipe closed."""
-        ready, _, _ = select.select([self.read_fd], [], [], timeout)
-        if not ready:
+        """The whole messages that arrived within `timeout` (an empty list: none yet); None when the pipe closed.
+        The worker's output is drained meanwhile, so a worker that prints a lot never blocks on a full pipe."""
+        ready, _, _ = select.select([self.read_fd, self.output_fd], [], [], timeout)
+        if self.output_fd in ready:
+            self._drain()
+        if self.read_fd not in ready:
             return []
         chunk = os.read(self.read_fd, 1 << 16)
         if not chunk:
@@ -225,7 +247,7 @@ class WorkerProcess:
         try:
             self.proc.stdin.write(command.model_dump_json().encode() + b"\n")
             self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+        except (BrokenPipeError, OSError, ValueError):
             return None, 0.0
         if command.name == "end":
             return None, 0.0
@@ -239,16 +261,51 @@ class WorkerProcess:
                     return message, time.perf_counter() - start
         return None, time.perf_counter() - start
 
-    def _hand_over_startup_log(self, log_path: Path) -> None:
-        """A spare's start-up output (a warning, or the traceback of a start that failed) into its first review's
-        log, after what the review wrote."""
-        try:
-            text = self.startup_log.read_bytes()
-        except OSError:
+
+class LogSink:
+    """A review's log, written by this process from the worker's output as it arrives: the first LOG_HEAD bytes,
+    then only the last LOG_TAIL (the end of a flood is where its traceback is), with a line saying what was left
+    out. A candidate that prints gigabytes costs neither memory nor disk."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.pending = b""  # output that arrived before there was a log to write it to
+        self.written = self.dropped = 0
+        self.tail = bytearray()
+        self.file = open(path, "ab") if path else None
+
+    def switch(self, path: Path) -> None:
+        if path == self.path and self.file is not None:
             return
-        if text:
-            with open(log_path, "ab") as log:
-                log.write(b"[kernelskill] this worker was started as a spare; its start-up output:\n" + text)
+        self.close()
+        self.path, self.file = path, open(path, "ab")
+        self.written = self.dropped = 0
+        if self.pending:
+            pending, self.pending = self.pending, b""
+            self.write(pending)
+
+    def write(self, chunk: bytes) -> None:
+        room = max(LOG_HEAD - self.written, 0)
+        if room and self.file is not None:
+            self.file.write(chunk[:room])
+            self.file.flush()
+            self.written += min(room, len(chunk))
+        rest = chunk[room:]
+        if rest:
+            self.dropped += len(rest)
+            self.tail += rest
+            del self.tail[:-LOG_TAIL]
+
+    def close(self) -> None:
+        if self.file is None:
+            return
+        if self.dropped:
+            left_out = self.dropped - len(self.tail)
+            self.file.write(f"\n[kernelskill] the log was capped at {LOG_HEAD >> 20} MiB: {left_out} bytes left out "
+                            f"here; its last {len(self.tail)} bytes follow\n".encode() + bytes(self.tail))
+        self.file.close()
+        self.file = None
+        self.tail = bytearray()
 
 
 class WorkerPool:
@@ -276,10 +333,15 @@ class WorkerPool:
         # a judged runner serves one review and is killed after it: only a spare (never a used worker) is taken
         worker = self._take(key, spare_only=request.judged) if reuse else None
         if worker is None:
-            worker = WorkerProcess(env, request.device, log_path)
+            try:
+                worker = WorkerProcess(env, request.device, log_path)
+            except ZygoteError as exc:
+                log_path.write_text(f"[kernelskill] {exc}\n")
+                return WorkerOutcome(returncode=None, verdict=VerdictMessage(
+                    stage="load", kind="crash", error=f"the review worker could not start: {exc}"))
         if reuse:
             self._top_up(key, env, request.device)
-        outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts)
+        outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts, log_path)
         if outcome.awaiting:
             outcome.worker = worker
             return outcome
@@ -377,6 +439,35 @@ def _spawn(args: list[str], **kwargs) -> subprocess.Popen:
 
 POOL = WorkerPool()
 atexit.register(POOL.close)
+
+_ZYGOTES: dict[tuple, Zygote] = {}
+_ZYGOTES_LOCK = threading.Lock()
+
+
+def zygote_for(env: dict[str, str]) -> Zygote:
+    """The running zygote of this environment, started (or started again, when it died) on first use."""
+    key = tuple(sorted(env.items()))
+    with _ZYGOTES_LOCK:
+        zygote = _ZYGOTES.get(key)
+        if zygote is None or not zygote.alive():
+            if zygote is not None:
+                zygote.close()
+            scratch = Path(tempfile.mkdtemp(prefix="kernelskill-zygote-"))
+            zygote = _ZYGOTES[key] = Zygote(env, scratch)
+        return zygote
+
+
+def _close_zygotes() -> None:
+    with _ZYGOTES_LOCK:
+        zygotes = list(_ZYGOTES.values())
+        _ZYGOTES.clear()
+    for zygote in zygotes:
+        zygote.close()
+        shutil.rmtree(zygote.log.parent, ignore_errors=True)
+
+
+# atexit runs its handlers last registered first: the zygotes go first, and their children with them (PDEATHSIG)
+atexit.register(_close_zygotes)
 
 
 def run_worker(request: ReviewRequest, timeouts: dict[str, float], log_path: Path, env: dict[str, str],

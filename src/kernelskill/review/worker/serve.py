@@ -15,8 +15,9 @@ from kernelskill.review.worker.session import Channel, Session, Verdict
 from kernelskill.review.worker.stages import Worker
 
 
-def _bind_to_parent(parent: int) -> None:
-    """No core dumps, and die with the reviewer that started us (a killed reviewer leaves no hung worker behind).
+def bind_to_parent(parent: int) -> None:
+    """No core dumps, and die with the process that started us (a killed reviewer leaves no hung worker behind).
+    `parent` 0: started by the zygote, whose chain of PR_SET_PDEATHSIG ends at the reviewer; nothing to compare.
 
     Done here rather than in a preexec_fn, which is unsafe when the parent runs threads (as a benchmark does).
     """
@@ -30,42 +31,16 @@ def _bind_to_parent(parent: int) -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux/glibc: the parent's own cleanup still kills the group
         return
-    if os.getppid() != parent:  # the parent died before the signal was armed
+    if parent and os.getppid() != parent:  # the parent died before the signal was armed
         os._exit(1)
 
 
-def _log_to(path: str) -> None:
-    """Point stdout and stderr (ours, the candidate's, compilers') at this review's log file."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-
-
-def _log_to_fd(fds) -> None:
-    """Point stdout and stderr at the log file the parent sent over `fds` (the sandbox cannot open log folders)."""
-    import socket
-
-    _, received, _, _ = socket.recv_fds(fds, 1, 1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    for fd in received[:1]:
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-    for fd in received:
-        os.close(fd)
-
-
-def serve(channel: Channel, session: Session, request: ReviewRequest, fds=None, sandbox: dict | None = None) -> None:
-    """One review, start to end; always ends with a "done" message saying whether this process may serve again."""
+def serve(channel: Channel, session: Session, request: ReviewRequest, sandbox: dict | None = None) -> None:
+    """One review, start to end; always ends with a "done" message saying whether this process may serve again.
+    What it prints (and the candidate, and compilers) goes to stdout and stderr: a pipe the reviewer drains into
+    the review's log, capped as it arrives."""
     from kernelskill.review import confine
 
-    if request.log_fd and fds is not None:
-        _log_to_fd(fds)
-    else:
-        _log_to(request.log_path)
     print(f"[kernelskill] sandbox: {confine.describe(sandbox or {})}", file=sys.stderr, flush=True)
     confine.remember_sources([(str(Path(request.problem_path)), request.problem_source)]
                              + ([] if request.source_unreadable else
@@ -133,38 +108,36 @@ def commands(channel: Channel, worker: Worker) -> bool:
 
 
 def main() -> None:
-    import socket
-
+    """`python -m kernelskill.review.worker RESULT_FD PARENT_PID DEVICE` (the zygote runs it as a module)."""
     from kernelskill.review import confine
 
-    sandbox = confine.apply()  # first, while this process is single-threaded (it drops root: before the next line)
-    _bind_to_parent(int(sys.argv[2]))
+    try:
+        sandbox = confine.apply()  # first, while single-threaded (it drops root: before the next line)
+    except confine.Unconfined as exc:  # fails closed: the first request gets the reason and the way out
+        _refuse(int(sys.argv[1]), "sandbox", str(exc))
+    bind_to_parent(int(sys.argv[2]))
     channel = Channel(int(sys.argv[1]))
     device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
-    fds = socket.socket(fileno=int(sys.argv[4])) if len(sys.argv) > 4 else None
     start = time.perf_counter()
     try:
         session = Session(device)
     except BaseException as exc:  # the first request gets the reason as its verdict
         traceback.print_exc()
-        try:
-            request = ReviewRequest.model_validate_json(sys.stdin.readline())
-        except ValueError:  # no request (the parent is gone) or not one: nowhere to log to
-            request = None
-        if request is not None and request.log_fd and fds is not None:
-            _log_to_fd(fds)
-            traceback.print_exception(exc)
-        elif request is not None and request.log_path:
-            _log_to(request.log_path)
-            traceback.print_exception(exc)
-        channel.send(StageMessage(stage="load"))
-        channel.send(VerdictMessage(stage="load", kind="crash",
-                                    error=f"the review worker could not start: {type(exc).__name__}: {exc}"))
-        channel.send(DoneMessage(reusable=False, unfit=["start-up failed"]))
-        os._exit(0)
+        _refuse(int(sys.argv[1]), "crash", f"the review worker could not start: {type(exc).__name__}: {exc}")
     channel.send(ReadyMessage(seconds=round(time.perf_counter() - start, 3), device_name=session.device_name,
                               capability=session.capability, sandbox=sandbox))
     for line in sys.stdin:  # the parent closes stdin (or dies) to end us
         if line.strip():
-            serve(channel, session, ReviewRequest.model_validate_json(line), fds, sandbox)
+            serve(channel, session, ReviewRequest.model_validate_json(line), sandbox)
     os._exit(0)  # skip interpreter teardown: a candidate's broken state must not turn a verdict into a crash
+
+
+def _refuse(fd: int, kind: str, error: str) -> None:
+    """Answer the first request with a verdict of `kind` and end; no candidate code has run."""
+    print(f"[kernelskill] {error}", file=sys.stderr, flush=True)
+    channel = Channel(fd)
+    sys.stdin.readline()  # the request (or nothing: the parent is gone)
+    channel.send(StageMessage(stage="load"))
+    channel.send(VerdictMessage(stage="load", kind=kind, error=error))
+    channel.send(DoneMessage(reusable=False, unfit=["start-up failed"]))
+    os._exit(0)

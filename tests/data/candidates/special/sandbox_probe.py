@@ -52,6 +52,45 @@ def _harness_environ():
         return len(f.read())
 
 
+def _harness_cmdline():
+    with open(f"/proc/{os.environ['PROBE_HARNESS_PID']}/cmdline", "rb") as f:
+        return len(f.read())
+
+
+def _unix_connect():
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(os.environ["PROBE_UNIX_SOCKET"])
+        return s.recv(16).decode()
+
+
+def _user_cache():
+    with open(os.path.join(os.environ["PROBE_USER_CACHE"], "planted.py"), "w") as f:
+        f.write("print('run by the user later')\n")
+    return "written"
+
+
+def _survivor():
+    # a grandchild in a session of its own, orphaned at once: it touches its file (its pid inside) every 0.2 s
+    import time
+
+    path = os.environ["PROBE_SURVIVOR_FILE"]
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            for _ in range(600):
+                with open(path, "w") as f:
+                    f.write(str(os.getpid()))
+                time.sleep(0.2)
+        os._exit(0)
+    os.wait()
+    return "started"
+
+
+OPTIONAL = {"harness_cmdline": ("PROBE_HARNESS_PID", _harness_cmdline), "unix_connect": ("PROBE_UNIX_SOCKET", _unix_connect),
+            "user_cache": ("PROBE_USER_CACHE", _user_cache), "survivor": ("PROBE_SURVIVOR_FILE", _survivor)}
 PROBES = {
     "read_secret": _try(_read_secret),
     "write_outside": _try(_write_outside),
@@ -60,6 +99,8 @@ PROBES = {
     "environment": _try(_environment),
     "harness_environ": _try(_harness_environ),
     "uid": os.getuid(),
+    "pid": os.getpid(),
+    **{name: _try(fn) for name, (var, fn) in OPTIONAL.items() if var in os.environ},
 }
 print("sandbox-probe: " + json.dumps(PROBES), flush=True)
 # ---- end of the probe (scripts/sandbox_probe.py puts the lines above in front of other candidates) ----

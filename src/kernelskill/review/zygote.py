@@ -1,0 +1,331 @@
+"""Starting confined processes in milliseconds: a fork server that has imported torch and never runs anything else.
+
+Every review starts two fresh runners (the trust boundary), and starting Python and importing torch costs seconds a
+process. The zygote pays it once per environment: it imports torch and the worker's modules, then forks a child per
+request. It never runs problem or candidate code, never initialises CUDA (a forked CUDA context is unusable), and
+is non-dumpable, so its children cannot read it through /proc.
+
+    harness (sandbox.WorkerProcess) --request + fds--> zygote --fork--> holder --fork--> pid 1 of a PID namespace
+                                    <--pid, exit code--                                  (private /proc, then
+                                                                                          confine.apply, then the
+                                                                                          module it was asked for)
+
+The holder unshares a PID and a mount namespace and forks; its child is pid 1 there and mounts a /proc of its own,
+so a process the candidate starts (double fork included) dies with it, and no process outside is visible. The
+holder only waits and exits with pid 1's status. A layer that cannot be set up is reported to `confine.apply`,
+which fails the process closed unless the user turned that layer off.
+
+Requests arrive on a SOCK_SEQPACKET socket: one JSON message (module, args, env, cwd) with three descriptors
+(stdin, the output both stdout and stderr go to, and the result pipe at fd 3). The zygote answers with the pid,
+and later with each child's exit status (as a negative signal number when it was killed, like subprocess).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+MAX_REQUEST = 1 << 20  # a request's JSON (the environment is the bulk)
+RESULT_FD = 3  # where a child finds the result pipe
+START_TIMEOUT_S = 300.0  # importing torch on a loaded machine
+
+
+class ZygoteError(RuntimeError):
+    """The zygote is gone or refused a request; the caller starts the process another way or reports it."""
+
+
+# ------------------------------------------------------------------------------------------------ harness side
+class Zygote:
+    """A running zygote for one environment; `spawn` starts a child, `Child` watches it."""
+
+    def __init__(self, env: dict[str, str], scratch: Path) -> None:
+        from kernelskill.review.sandbox import _spawn
+
+        self.env = env
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = ours
+        self.log = scratch / "zygote.log"
+        self._lock = threading.Lock()  # one request at a time: its answer is the next pid message
+        self._answers: list[dict] = []
+        self._exits: dict[int, int] = {}
+        self._changed = threading.Condition()
+        self.ready = False
+        try:
+            with open(self.log, "ab") as log:
+                self.proc = _spawn([sys.executable, "-m", "kernelskill.review.zygote", str(theirs.fileno()),
+                                    str(os.getpid())],
+                                   stdin=subprocess_devnull(), stdout=log, stderr=log, env=env, cwd=str(scratch),
+                                   pass_fds=(theirs.fileno(),), start_new_session=True)
+        finally:
+            theirs.close()
+        self._reader = threading.Thread(target=self._read, name="kernelskill-zygote", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(MAX_REQUEST)
+            except OSError:
+                data = b""
+            with self._changed:
+                if not data:
+                    self.proc.poll()
+                    self._answers.append({"error": "the zygote is gone"})
+                    self._changed.notify_all()
+                    return
+                message = json.loads(data)
+                if "exit" in message:
+                    self._exits[int(message["exit"])] = int(message["status"])
+                elif message.get("ready"):
+                    self.ready = True
+                else:
+                    self._answers.append(message)
+                self._changed.notify_all()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def spawn(self, module: str, args: list[str], env: dict[str, str], cwd: str, stdin: int, output: int,
+              result: int) -> "Child":
+        request = json.dumps({"module": module, "args": args, "env": env, "cwd": cwd}).encode()
+        if len(request) > MAX_REQUEST:
+            raise ZygoteError("the request is too large for the zygote")
+        with self._lock:
+            try:
+                socket.send_fds(self.sock, [request], [stdin, output, result])
+            except OSError as exc:
+                raise ZygoteError(f"the zygote is gone ({exc})") from None
+            deadline = time.monotonic() + START_TIMEOUT_S
+            with self._changed:
+                while not self._answers:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise ZygoteError(f"the zygote did not answer within {START_TIMEOUT_S:.0f} s")
+                    self._changed.wait(remaining)
+                answer = self._answers.pop(0)
+        if "pid" not in answer:
+            raise ZygoteError(f"the zygote could not start the process: {answer.get('error')} (its log: {self.log})")
+        return Child(self, int(answer["pid"]))
+
+    def exit_status(self, pid: int, timeout: float | None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while pid not in self._exits:
+                if not self.alive() and not self._reader.is_alive():
+                    return -signal.SIGKILL  # the zygote died, and its children with it (PDEATHSIG)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._changed.wait(0.5 if remaining is None else min(remaining, 0.5))
+            return self._exits.pop(pid)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001 - it was killed; nothing more to do
+                pass
+
+
+def subprocess_devnull() -> int:
+    import subprocess
+
+    return subprocess.DEVNULL
+
+
+class Child:
+    """A process the zygote started: the part of `subprocess.Popen` the sandbox uses."""
+
+    def __init__(self, zygote: Zygote, pid: int) -> None:
+        self.zygote, self.pid = zygote, pid
+        self.returncode: int | None = None
+        self.stdin = None  # set by the caller: the write end of the child's stdin pipe
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.exit_status(self.pid, 0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import subprocess
+
+        if self.returncode is None:
+            self.returncode = self.zygote.exit_status(self.pid, timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
+        return self.returncode
+
+
+# ------------------------------------------------------------------------------------------------- zygote side
+def _preload() -> None:
+    """What every child needs, imported once here. Nothing that starts CUDA or runs user code."""
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401  (seconds of the worker's Session otherwise)
+
+    import kernelskill.review.cuda.inline  # noqa: F401
+    import kernelskill.review.guards  # noqa: F401
+    import kernelskill.review.worker.stages  # noqa: F401
+    import kernelskill.review.worker.serve  # noqa: F401
+    import kernelskill.review.work  # noqa: F401
+
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        pass
+    if torch.cuda.is_initialized():  # a child could never use CUDA: fail loudly rather than hand out broken ones
+        raise RuntimeError("CUDA was initialised while preloading the zygote")
+
+
+def _exit_status(status: int) -> int:
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock.send(json.dumps({"exit": pid, "status": _exit_status(status)}).encode())
+
+
+def serve(fd: int, parent: int) -> None:
+    from kernelskill.review import confine_os as osl
+    from kernelskill.review.worker.serve import bind_to_parent
+
+    bind_to_parent(parent)
+    sock = socket.socket(fileno=fd)
+    osl.not_dumpable()
+    _preload()
+    sock.send(json.dumps({"ready": True}).encode())
+    while True:
+        ready, _, _ = select.select([sock], [], [], 0.05)
+        _reap(sock)
+        if not ready:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST, 3)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            os._exit(0)  # the harness closed its end: it is done with us (our children die with us)
+        try:
+            request = json.loads(data)
+            if len(fds) != 3:
+                raise ValueError(f"expected 3 descriptors, got {len(fds)}")
+            pid = os.fork()
+        except (ValueError, OSError) as exc:
+            for d in fds:
+                os.close(d)
+            sock.send(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+            continue
+        if pid == 0:
+            _child(sock, request, fds)  # never returns
+        for d in fds:
+            os.close(d)
+        sock.send(json.dumps({"pid": pid}).encode())
+
+
+def _child(sock: socket.socket, request: dict, fds: list[int]) -> None:
+    """In the forked child: its descriptors, its session, the PID namespace, then the module it was asked for."""
+    code = 1
+    try:
+        sock.close()
+        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        os.setsid()
+        high = [os.dup(d) for d in fds]  # out of the way of 0-3 before placing them there
+        for d in fds:
+            os.close(d)
+        stdin, output, result = high
+        os.dup2(stdin, 0)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        os.dup2(result, RESULT_FD)
+        os.closerange(RESULT_FD + 1, _max_fd())
+        from kernelskill.review.confine import SPEC_VAR
+
+        spec = json.loads(request["env"].get(SPEC_VAR) or "{}")
+        processes = _process_namespace(bool(spec.get("layers", {}).get("processes")))
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        import tempfile
+
+        tempfile.tempdir = None
+        from kernelskill.review import confine
+
+        confine.PROCESSES_LAYER = processes
+        import runpy
+
+        sys.argv = [request["module"], *request["args"]]
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - printed to the child's output, which is its review's log
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _max_fd() -> int:
+    try:
+        return os.sysconf("SC_OPEN_MAX")
+    except (ValueError, OSError):
+        return 1024
+
+
+def _process_namespace(wanted: bool) -> dict:
+    """Put the rest of this child's life in a PID namespace of its own: unshare, fork, and in this process only wait
+    for pid 1 and exit with its status. Returns the layer's state, for `confine.apply` to report."""
+    from kernelskill.review import confine
+    from kernelskill.review import confine_os as osl
+    from kernelskill.review.worker.serve import bind_to_parent
+
+    if not wanted:
+        return confine.layer("off")
+    try:
+        how = osl.process_namespace()
+    except (osl.Unavailable, OSError) as exc:
+        return confine.layer("unavailable", str(exc))
+    pid = os.fork()
+    if pid:  # the holder: nothing else runs here
+        for d in (0, 1, 2, RESULT_FD):
+            os.close(d)
+        bind_to_parent(0)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+            os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+    bind_to_parent(0)  # pid 1: dies with the holder, and takes the namespace with it
+    try:
+        osl.private_proc()
+    except OSError as exc:
+        return confine.layer("unavailable", f"{how}, but no /proc of its own: {exc}")
+    return confine.layer("active", f"{how} with a /proc of its own")
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -171,40 +171,34 @@ def _triton(gpu: bool) -> Check:
     return Check(name="triton", state="ok", found=f"triton {triton.__version__}")
 
 
-_LAYER_FIX = {
-    "network": "a network namespace needs root or unprivileged user namespaces (sysctl "
-    "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0); seccomp needs a kernel with "
-    "seccomp filters; in a container, a profile that allows unshare and seccomp (e.g. Docker's "
-    "default) keeps this layer",
-    "filesystem": "needs Landlock: Linux 5.13 or newer with landlock in the kernel's lsm= list (check "
-    "/sys/kernel/security/lsm)",
-    "user": "as root, a worker runs as uid 65534 only if that uid can read Python and the packages: keep the Python "
-    "installation itself (a virtual environment links back to it) and the packages outside folders only "
-    "root can enter, such as /root (e.g. under /opt or /usr/local), or run as an ordinary user; the other "
-    "layers confine the worker meanwhile",
-    "environment": "set by the harness itself; if it is off, KERNELSKILL_SANDBOX turned it off",
-}
 
-_PROBE = r"""
-import json, socket
-from kernelskill.review import confine
-report = confine.apply()
-try:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(0.5)
+def probe() -> None:
+    """In the confined child: confine it as a worker is, try a TCP connect, print the layers' report."""
+    import socket
+
+    from kernelskill.review import confine
+
     try:
-        s.connect(("127.0.0.1", 9))
-        report["_socket"] = "connected"
-    except ConnectionRefusedError:
-        report["_socket"] = "open"
+        report = confine.apply(strict=False)
+    except confine.Unconfined as exc:  # strict=False never raises; kept for an old spec
+        report = exc.report
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(0.5)
+        try:
+            s.connect(("127.0.0.1", 9))
+            report["_socket"] = "connected"
+        except ConnectionRefusedError:
+            report["_socket"] = "open"
+        except OSError as exc:
+            report["_socket"] = "open" if "refused" in str(exc) else str(exc)
+        finally:
+            s.close()
     except OSError as exc:
-        report["_socket"] = "open" if "refused" in str(exc) else str(exc)
-    finally:
-        s.close()
-except OSError as exc:
-    report["_socket"] = "blocked: " + str(exc)
-print("DOCTOR " + json.dumps(report))
-"""
+        report["_socket"] = "blocked: " + str(exc)
+    print("DOCTOR " + json.dumps(report), flush=True)
+
+
 
 
 def _sandbox() -> list[Check]:
@@ -217,15 +211,14 @@ def _sandbox() -> list[Check]:
         sandbox = Sandbox.from_env()
     except KernelSkillError as exc:
         return [Check(name="sandbox", state="fail", found=str(exc), fix="fix or unset KERNELSKILL_SANDBOX")]
+    from kernelskill.review.sandbox import ZygoteError, run_confined
+
     base = Path(tempfile.mkdtemp(prefix="kernelskill-doctor-"))
     try:
         env = confine.environment(None, interpret=False, sandbox=sandbox)
-        env, scratch = confine.scratch_environment(env, base)
         try:
-            r = subprocess.run(
-                [sys.executable, "-c", _PROBE], env=env, cwd=scratch, capture_output=True, text=True, timeout=120
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
+            code, output = run_confined("kernelskill.doctor", ["--probe"], env, timeout=300)
+        except (OSError, ZygoteError) as exc:
             return [
                 Check(
                     name="sandbox",
@@ -234,9 +227,9 @@ def _sandbox() -> list[Check]:
                     fix="run `kernelskill review` on a small candidate to see the worker's own error",
                 )
             ]
-        line = next((x for x in r.stdout.splitlines() if x.startswith("DOCTOR ")), None)
+        line = next((x for x in output.splitlines() if x.startswith("DOCTOR ")), None)
         if line is None:
-            tail = " | ".join((r.stderr or r.stdout).strip().splitlines()[-3:])
+            tail = " | ".join(output.strip().splitlines()[-3:]) or f"exit status {code}"
             return [
                 Check(
                     name="sandbox",
@@ -268,7 +261,9 @@ def _sandbox() -> list[Check]:
             )
         else:
             checks.append(
-                Check(name=f"sandbox {name}", state="warn", found=f"unavailable: {how}", fix=_LAYER_FIX[name])
+                Check(name=f"sandbox {name}", state="fail", found=f"unavailable: {how}; reviews stop here until it is "
+                      "fixed or turned off explicitly (KERNELSKILL_SANDBOX lists the layers to keep)",
+                      fix=confine.FIX[name])
             )
     return checks
 
@@ -350,3 +345,7 @@ def render(checks: list[Check], console) -> None:
 
 def to_json(checks: list[Check]) -> str:
     return json.dumps({"ok": exit_code(checks) == 0, "checks": [c.model_dump() for c in checks]}, indent=2)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--probe"]:
+    probe()

@@ -9,7 +9,9 @@ point here is what holds once such code runs.
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +97,17 @@ def test_a_source_nested_too_deeply_is_a_compile_error_not_a_crash(tmp_path):
 
     with pytest.raises(RecursionError):  # what the depth limit keeps every later reader of the tree from
         static_checks(source)
+
+
+def test_a_flooded_log_is_capped_as_it_arrives_and_open_files_are_limited(tmp_path):
+    from kernelskill.review import sandbox, zygote
+
+    result = run_review(P01, "attacks/resource_hog.py", tmp_path, rules="kernelbench", guards=_guards(), timing=False)
+    assert result.correct, result.error
+    log = Path(result.log_path)
+    assert log.stat().st_size < sandbox.LOG_HEAD + sandbox.LOG_TAIL + 4096  # 40 MB printed
+    text = log.read_text()
+    assert "[kernelskill] the log was capped at 16 MiB" in text
+    assert "resource-hog: the end of the flood" in text  # the end of a flood is kept: that is where tracebacks are
+    stopped = re.search(r"resource-hog: stopped at (\d+) open files", text)
+    assert stopped and int(stopped.group(1)) < zygote.OPEN_FILES, text[-2000:]

@@ -20,10 +20,12 @@ A map of the package, in the order a review goes through it:
   this machine or a cluster) is decided above this package, by kernelskill.loop.evaluator.
 - static checks (static_checks.py): what is refused before anything runs (monkey-patching, frame access, threads,
   fallbacks to the reference), and what only the strict rules refuse.
-- the sandbox (sandbox.py): worker processes with a clean environment, a time limit per stage, warm reuse, and a
+- the sandbox (sandbox.py): worker processes forked by a zygote that has imported torch (zygote.py), each pid 1 of
+  a PID namespace of its own, with a clean environment, judge-owned time limits, logs capped as they arrive, and a
   crash or hang that costs one candidate, never the run; their confinement (confine.py, with the Linux calls in
-  confine_os.py): no network, Landlock on the filesystem, an environment allowlist, not root; ncu and the program
-  it profiles are confined together by confine_ncu.py.
+  confine_os.py): no sockets, Landlock on the filesystem, an environment allowlist, not root, resource limits;
+  a layer that cannot be applied stops the review. ncu and the program it profiles are confined together by
+  confine_ncu.py.
 - the worker (worker/, wire.py): inside that process, the stages load → compile → verify → time; the typed
   request and messages between it and the reviewer (wire.py).
 - guards (guards.py): what holds the verdict against an adversarial candidate at run time (integrity of the

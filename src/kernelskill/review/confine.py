@@ -169,8 +169,10 @@ def _torch_build_folder() -> str:
     return f"{py}_{'cu' + cuda.replace('.', '') if cuda else 'cpu'}"
 
 
-def sandbox_cache_root() -> Path:
-    return Path(os.environ.get("KERNELSKILL_SANDBOX_CACHE") or f"/var/tmp/kernelskill-sandbox-{SANDBOX_UID}")
+def sandbox_cache_root(uid: int = SANDBOX_UID) -> Path:
+    """The sandbox's own caches for a worker running as `uid`."""
+    chosen = os.environ.get("KERNELSKILL_SANDBOX_CACHE")
+    return Path(chosen) / str(uid) if chosen else Path(f"/var/tmp/kernelskill-sandbox-{uid}")
 
 
 def _caches(dropped: bool, own: bool = True) -> dict[str, str]:
@@ -183,7 +185,7 @@ def _caches(dropped: bool, own: bool = True) -> dict[str, str]:
 
     if dropped or own:
         uid, gid = (SANDBOX_UID, SANDBOX_GID) if dropped else (os.geteuid(), os.getegid())
-        base = sandbox_cache_root() if dropped else Path(f"{sandbox_cache_root()}-uid{uid}")
+        base = sandbox_cache_root(uid)
         caches = {"KERNELSKILL_CACHE": base / "kernelskill" if dropped else build_cache.root(),
                   "TORCH_EXTENSIONS_DIR": base / "torch_extensions" / _torch_build_folder(),
                   "TRITON_CACHE_DIR": base / "triton", "CUDA_CACHE_PATH": base / "nv",

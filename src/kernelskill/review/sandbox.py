@@ -1,21 +1,20 @@
 """Running reviews in separate worker processes, with a time limit per stage, each process in the sandbox of
-`confine` (allowlisted environment, no network, Landlock, not root).
+`confine` (allowlisted environment, no network, Landlock, a PID namespace, not root).
 
-A worker (`kernelskill.review.worker`) is started once and then serves one review after another, so a review pays
-for Python, torch and CUDA start-up only when it gets a fresh worker. A caller that will review again (an evaluator
-on a GPU) also keeps spare workers starting (`WorkerPool.spares`): a review that needs a fresh worker then finds one
-already up, instead of holding its GPU through seconds of start-up. Requests go to it as JSON lines on stdin; it
-reports stage announcements and results as JSON lines on a pipe of its own (both typed in `wire`). Its stdout and stderr (the candidate's
-prints, compiler output, tracebacks) go to each review's own log file, which is kept.
+Workers are forked by the zygote of their environment (zygote.py), which has imported torch once, so a fresh worker
+is ready in a tenth of a second. The judge's runners serve one review each and are killed after it; a caller that
+reviews again (an evaluator on a GPU) keeps spare workers (`WorkerPool.spares`) so even that fork and the CUDA
+context are made beside the review in flight. Prebuilds and compile warm-ups may reuse a worker. Requests go to a
+worker as JSON lines on stdin; it reports stage announcements and results as JSON lines on a pipe of its own (both
+typed in `wire`), which the judge treats as hints. Its stdout and stderr (the candidate's prints, compiler output,
+tracebacks) are a pipe this process drains into each review's own log as it arrives, capped (`LogSink`).
 
 A worker is used again only after a review that ended cleanly (correct, wrong output, a compile or Python error)
 and that left the harness intact. After a crash, a hang, a rejected candidate or anything unexpected it is killed
 and the next review gets a fresh one. A hang is ended by killing the worker's whole process tree when its current
-stage runs out of time (compilers start sessions of their own, so its process group is not enough); a crash
-(signal, abort, CUDA context loss) is seen as the pipe closing mid-review.
+stage runs out of time; a crash (signal, abort, CUDA context loss) is seen as the pipe closing mid-review.
 
-Each worker runs in a scratch folder of its own, removed with it. A review's log file is opened here and handed to
-the worker as an open file descriptor over a UNIX socket, so the sandbox needs no access to any log folder.
+Each worker runs in a scratch folder of its own, removed with it.
 """
 
 from __future__ import annotations
@@ -455,6 +454,53 @@ def zygote_for(env: dict[str, str]) -> Zygote:
             scratch = Path(tempfile.mkdtemp(prefix="kernelskill-zygote-"))
             zygote = _ZYGOTES[key] = Zygote(env, scratch)
         return zygote
+
+
+def run_confined(module: str, args: list[str], env: dict[str, str], timeout: float,
+                 max_output: int = 4 << 20) -> tuple[int | None, str]:
+    """Run module `module` with `args` as a child of the zygote of `env` (a sandbox environment from
+    `clean_environment`), confined as a review worker is: a fresh scratch folder as its working directory, HOME and
+    TMPDIR, removed after. Returns (its exit status, None when it ran past `timeout` and was killed; its stdout and
+    stderr together, the first `max_output` bytes). Raises ZygoteError when it could not be started."""
+    child_env, scratch = confine.scratch_environment(env)
+    confine.protect_harness(env)
+    stdin_r, stdin_w = os.pipe()
+    result_r, result_w = os.pipe()
+    out_r, out_w = os.pipe()
+    try:
+        child = zygote_for(env).spawn(module, args, child_env, str(scratch), stdin_r, out_w, result_w)
+    except BaseException:
+        for fd in (stdin_w, result_r, out_r):
+            os.close(fd)
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    finally:
+        for fd in (stdin_r, out_w, result_w):
+            os.close(fd)
+    os.close(stdin_w)
+    os.close(result_r)
+    output, deadline, code = bytearray(), time.monotonic() + timeout, None
+    try:
+        while (remaining := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([out_r], [], [], min(remaining, 0.5))
+            if not ready:
+                continue
+            chunk = os.read(out_r, 1 << 16)
+            if not chunk:  # every process of its namespace has closed it: it is done
+                break
+            output += chunk[:max(0, max_output - len(output))]
+        else:
+            kill_tree(child.pid)
+        try:
+            code = child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            kill_tree(child.pid)
+        if time.monotonic() >= deadline:
+            code = None
+    finally:
+        os.close(out_r)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return code, output.decode(errors="replace")
 
 
 def _close_zygotes() -> None:

@@ -33,6 +33,11 @@ import time
 from pathlib import Path
 
 MAX_REQUEST = 1 << 20  # a request's JSON (the environment is the bulk)
+# Resource limits of every child (never raised above what the zygote has). Address space is not limited: the CUDA
+# driver reserves tens of GB of virtual addresses for its unified memory, which RLIMIT_AS would refuse.
+OPEN_FILES = 4096
+FILE_BYTES = 16 << 30  # one file: a batch of outputs the judge reads is at most 2 GiB
+MORE_PROCESSES = 1024  # beyond those its uid already runs (compilers, Inductor's workers)
 RESULT_FD = 3  # where a child finds the result pipe
 START_TIMEOUT_S = 300.0  # importing torch on a loaded machine
 
@@ -260,7 +265,10 @@ def _child(sock: socket.socket, request: dict, fds: list[int]) -> None:
         from kernelskill.review.confine import SPEC_VAR
 
         spec = json.loads(request["env"].get(SPEC_VAR) or "{}")
+        limits = _limit_resources()
         processes = _process_namespace(bool(spec.get("layers", {}).get("processes")))
+        if processes.get("state") == "active":
+            processes["mechanism"] += f"; {limits}"
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
@@ -287,6 +295,30 @@ def _child(sock: socket.socket, request: dict, fds: list[int]) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _limit_resources() -> str:
+    """Lower this process's limits (its children inherit them); says what they became."""
+    import resource
+
+    def lower(which: int, value: int) -> int:
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+        return value
+
+    uid = os.geteuid()
+    running = 0
+    for name in os.listdir("/proc"):  # still the machine's /proc: the count RLIMIT_NPROC is held against
+        try:
+            running += name.isdigit() and os.stat(f"/proc/{name}").st_uid == uid
+        except OSError:
+            pass
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    files = lower(resource.RLIMIT_NOFILE, OPEN_FILES)
+    size = lower(resource.RLIMIT_FSIZE, FILE_BYTES)
+    procs = lower(resource.RLIMIT_NPROC, running + MORE_PROCESSES)
+    return f"limits: {files} open files, {size >> 30} GiB a file, {procs} processes of its uid"
 
 
 def _max_fd() -> int:

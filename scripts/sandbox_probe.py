@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 PROBE_FILE = DATA / "candidates" / "special" / "sandbox_probe.py"
 END_OF_PROBE = "# ---- end of the probe"
-ESCAPES = ("read_secret", "write_outside", "list_home", "connect", "environment", "harness_environ")
+ESCAPES = ("read_secret", "write_outside", "list_home", "connect", "environment", "harness_environ", "harness_cmdline",
+           "unix_connect", "user_cache", "survivor")
 P01 = DATA / "problems" / "p01_pointwise_gelu_chain.py"
 G01 = DATA / "problems" / "gpu" / "g01_pointwise_chain_64m.py"
 CANDIDATES = {
@@ -105,21 +106,70 @@ def probes(out: Path, device: str) -> dict:
     os.environ.update(DATABASE_URL="postgres://u:pw@h/db", OPENAI_BASE_URL="https://user:hunter2@llm.example/v1",
                       COMPANY_DB="internal-only")
     runs: dict[str, dict] = {}
+    import socket
+
+    unix_path = str(planted / "server.sock")  # a UNIX socket server, as tmux's, ssh-agent's or docker's would be
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(unix_path)
+    unix.listen(8)
+    os.chmod(unix_path, 0o777)
+    os.chmod(planted, 0o755)
+
+    def answer():
+        while True:
+            try:
+                conn, _ = unix.accept()
+            except OSError:
+                return
+            conn.sendall(b"a shell")
+            conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    user_cache = planted / "users-triton-cache"  # stands for the user's own cache, which unconfined programs load
+    user_cache.mkdir()
+    user_cache.chmod(0o777)
+    os.environ["TRITON_CACHE_DIR"] = str(user_cache)
 
     def targets(label: str) -> dict:
         outside = planted / f"outside-{label}.txt"
+        survivor = f"/dev/shm/kernelskill-probe-survivor-{os.getpid()}-{label.replace(' ', '_').replace(',', '')}"
         return {"PROBE_SECRET_FILE": str(planted / "secret.txt"), "PROBE_OUTSIDE_FILE": str(outside),
-                "PROBE_HOME": str(Path.home()), "PROBE_PORT": str(srv.server_address[1])}
+                "PROBE_HOME": str(Path.home()), "PROBE_PORT": str(srv.server_address[1]),
+                "PROBE_HARNESS_PID": str(os.getpid()), "PROBE_UNIX_SOCKET": unix_path,
+                "PROBE_USER_CACHE": str(user_cache), "PROBE_SURVIVOR_FILE": survivor}
+
+    def survived(got: dict | None, env: dict) -> None:
+        """A grandchild that still touches its file a second after the review: the survivor escape got through."""
+        path = env["PROBE_SURVIVOR_FILE"]
+        before = os.stat(path).st_mtime_ns if os.path.exists(path) else None
+        time.sleep(1.2)
+        alive = os.path.exists(path) and os.stat(path).st_mtime_ns != before
+        if got and "survivor" in got:
+            got["survivor"] = {"ok": alive, "got": "still running after the review" if alive else "died with it"}
+        needle = f"PROBE_SURVIVOR_FILE={path}".encode()
+        for name in os.listdir("/proc"):  # and end it (found by its environment, never by a pid it wrote)
+            if name.isdigit() and int(name) != os.getpid():
+                try:
+                    with open(f"/proc/{name}/environ", "rb") as f:
+                        if needle in f.read().split(b"\0"):
+                            os.kill(int(name), 9)
+                except OSError:
+                    pass
+        if os.path.exists(path):
+            os.unlink(path)
 
     plan = [("triton review", "triton", Sandbox()), ("cuda review", "cuda", Sandbox()),
-            ("triton, sandbox off", "triton", Sandbox(network=False, filesystem=False, environment=False, user=False))]
+            ("triton, sandbox off", "triton", Sandbox(network=False, filesystem=False, environment=False, user=False,
+                                                     processes=False))]
     for label, backend, sandbox in plan:
         start = time.perf_counter()
         try:
+            env = targets(label)
             result = run_review(P01, probe_source(CANDIDATES[backend]), f"probe_{backend}.py", device, sandbox,
-                                out / "probe" / label.replace(" ", "_").replace(",", ""), env=targets(label),
+                                out / "probe" / label.replace(" ", "_").replace(",", ""), env=env,
                                 timing=False, rules="kernelbench", guards={"static_checks": False})
             got = parse_probe(Path(result.log_path).read_text(errors="replace"))
+            survived(got, env)
             runs[label] = {"probe": got, "verdict": "correct" if result.correct else (result.error_kind or "checked"),
                            "error": (result.error or "")[:300], "layers": layers_of(result.sandbox),
                            "seconds": round(time.perf_counter() - start, 1)}
@@ -134,15 +184,19 @@ def probes(out: Path, device: str) -> dict:
         work.chmod(0o755)  # as a run folder would be: mkdtemp's 0700 would keep the driver from dropping root
         cand = work / "probe_candidate.py"
         cand.write_text(probe_source(CANDIDATES["triton"]))
+        env = targets("ncu")
         run = run_profile(P01, cand, ProfileSettings(keep_dir=work / "profile", ncu_timeout_s=150, run_timeout_s=90,
-                                                     env=targets("ncu")))
+                                                     env=env))
         shutil.copytree(work, out / "probe" / "ncu_profile", dirs_exist_ok=True)
         for step, log in (("torch profiler", "torch_profiler.log"), ("ncu profile", "ncu_profile.log")):
             text = (work / "profile" / log).read_text(errors="replace") if (work / "profile" / log).exists() else ""
-            runs[f"profiler: {step}"] = {"probe": parse_probe(text), "verdict": f"ncu {run.ncu_status}",
+            got = parse_probe(text)
+            survived(got, env)
+            runs[f"profiler: {step}"] = {"probe": got, "verdict": f"ncu {run.ncu_status}",
                                          "error": (run.ncu_note or run.profiler_note or "")[:300],
                                          "layers": layers_of(run.sandbox.get(step, {}))}
     srv.shutdown()
+    unix.close()
     shutil.rmtree(planted, ignore_errors=True)
     return runs
 
@@ -174,7 +228,8 @@ def print_probe_table(runs: dict) -> None:
 def overhead(out: Path, device: str, repeats: int, deadline: float) -> dict:
     from kernelskill.settings import Sandbox
 
-    modes = {"on": Sandbox(), "off": Sandbox(network=False, filesystem=False, environment=False, user=False)}
+    modes = {"on": Sandbox(), "off": Sandbox(network=False, filesystem=False, environment=False, user=False,
+                                             processes=False)}
     cases = [("p01 triton", P01, CANDIDATES["triton"]), ("p01 cuda", P01, CANDIDATES["cuda"])]
     if device == "cuda":
         cases.append(("g01 triton", G01, DATA / "candidates" / "g01_pointwise_chain_64m" / "triton_ok.py"))

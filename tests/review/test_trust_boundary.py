@@ -100,12 +100,12 @@ def test_a_source_nested_too_deeply_is_a_compile_error_not_a_crash(tmp_path):
 
 
 def test_a_flooded_log_is_capped_as_it_arrives_and_open_files_are_limited(tmp_path):
-    from kernelskill.review import sandbox, zygote
+    from kernelskill.review import logs, zygote
 
     result = run_review(P01, "attacks/resource_hog.py", tmp_path, rules="kernelbench", guards=_guards(), timing=False)
     assert result.correct, result.error
     log = Path(result.log_path)
-    assert log.stat().st_size < sandbox.LOG_HEAD + sandbox.LOG_TAIL + 4096  # 40 MB printed
+    assert log.stat().st_size < logs.LOG_HEAD + logs.LOG_TAIL + 4096  # 40 MB printed
     text = log.read_text()
     assert "[kernelskill] the log was capped at 16 MiB" in text
     assert "resource-hog: the end of the flood" in text  # the end of a flood is kept: that is where tracebacks are

@@ -1,15 +1,16 @@
 """The sandbox around every process that runs candidate code: review workers and the profiler's driver.
 
-Four layers, each reported as active (with the mechanism), off (turned off by the settings) or unavailable (why):
+Five layers, each reported as active (with the mechanism), off (turned off by the settings) or unavailable (why):
 
 - environment: an allowlist of variables (what CUDA, PyTorch, Triton, compilers and the harness read), and nothing
   whose name looks like a credential or whose value holds a password in a URL. Applied by the parent.
-- network: no socket but AF_UNIX. A new network namespace where the kernel permits one (root, or unprivileged user
-  namespaces), else a seccomp filter on socket(), else Landlock's TCP rules (bind and connect only; ABI 4).
+- network: no socket but AF_UNIX (a review worker or the profiler's driver: none at all). A new network namespace
+  where the kernel permits one (root, or unprivileged user namespaces), else a seccomp filter on socket(), else
+  Landlock's TCP rules (bind and connect only; ABI 4); the seccomp filter on socket() itself for no socket at all.
 - filesystem (Landlock): write only the process's scratch folder (its HOME and TMPDIR point there) and the build and
   JIT caches; read only the Python installation and import path, system libraries and toolchains, the CUDA toolkit,
   /proc, /sys and the GPU's device files. Not the user's home, not other run folders, not /etc beyond what the
-  dynamic linker and user lookups read. Logs arrive as open file descriptors, so log folders need no access.
+  dynamic linker and user lookups read. Logs are written by the harness, so log folders need no access.
 - user: a harness running as root drops the worker to uid/gid 65534 (nobody) where everything the worker reads is
   reachable for that user. Where it cannot (Python under /root) or need not (an ordinary user), the worker keeps
   the harness's uid without capabilities, and the layer holds only when the others hold what a uid of its own
@@ -23,8 +24,8 @@ Four layers, each reported as active (with the mechanism), off (turned off by th
 A layer the settings ask for that cannot be put in place stops the process before any candidate code runs
 (`Unconfined`, with what to do and the explicit opt-out); a layer is never silently dropped.
 
-The parent builds a spec (`spec()`), passes it in the environment, and the child calls `apply()` as its first act,
-while it is still single-threaded.
+The parent builds a spec (`environment()`), passes it in the environment, and the child calls `apply()` as its first
+act, while it is still single-threaded.
 """
 
 from __future__ import annotations
@@ -32,17 +33,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import site
 import stat
 import sys
 import tempfile
 from pathlib import Path
 
 from kernelskill.review import confine_os as osl
+from kernelskill.review.confine_report import FIX, LAYERS, Unconfined, describe, layer, refuse_unavailable  # noqa: F401
 
-LAYERS = ("network", "filesystem", "environment", "user", "processes")
 SPEC_VAR = "KERNELSKILL_SANDBOX_SPEC"
 SCRATCH_VAR = "KERNELSKILL_SCRATCH"
 SANDBOX_UID = SANDBOX_GID = 65534
+NO_UNIX_MODES = ("worker", "driver")  # processes that need no socket at all (ncu and its target talk over TCP)
 PROCESSES_LAYER: dict | None = None  # set by the zygote in the child it forked, before `apply` runs
 NETWORK_MECHANISMS = ("netns", "seccomp", "landlock")  # tried in this order (KERNELSKILL_SANDBOX_NETWORK narrows it)
 NCU_PORTS = range(49152, 49152 + 64)  # ncu's default --port and --max-connections: how it reaches its target
@@ -99,8 +102,6 @@ def environment(extra: dict[str, str] | None, interpret: bool, sandbox, mode: st
     drop, drop_why = _drop_plan(layers, [*(read or []), *(str(Path(w).parent) for w in write or [])])
     for path in (write or []) if drop else ():  # the child's own output folders (a profile's work folder)
         os.chown(path, drop["uid"], drop["gid"])
-    import site
-
     env["PYTHONUSERBASE"] = os.environ.get("PYTHONUSERBASE") or site.getuserbase()  # HOME changes below
     shared_caches = None
     try:
@@ -112,9 +113,8 @@ def environment(extra: dict[str, str] | None, interpret: bool, sandbox, mode: st
         env.update(_caches(False, own=False))
     env.update(extra or {})
     env[SPEC_VAR] = json.dumps({"layers": layers, "mode": mode, "read": [*_toolchain_dirs(), *(read or [])],
-                                "write": list(write or []), "drop": drop, "drop_why": drop_why,
-                                "shared_caches": shared_caches,
-                                "network_order": network_order()}, sort_keys=True)
+                                "write": list(write or []), "drop": drop, "drop_why": drop_why, "shared_caches":
+                                shared_caches, "network_order": network_order()}, sort_keys=True)
     return env
 
 
@@ -283,19 +283,6 @@ def scratch_environment(env: dict[str, str], base: Path | None = None) -> tuple[
 
 
 # --------------------------------------------------------------------------------------------------- child: apply
-def layer(state: str, how: str | None = None) -> dict:
-    return {"state": state, "mechanism" if state == "active" else "detail": how} if how else {"state": state}
-
-
-class Unconfined(Exception):
-    """A layer the settings ask for could not be put in place; the message says why, what to do, and how to go on
-    without it. `report` has every layer's state."""
-
-    def __init__(self, message: str, report: dict[str, dict]) -> None:
-        super().__init__(message)
-        self.report = report
-
-
 def apply(spec: dict | None = None, strict: bool = True) -> dict[str, dict]:
     """Confine this process as the spec asks; returns each layer's state. Call it before anything starts a thread.
     A process not started by the harness (no spec) is left as it is and gets an empty report. `strict`: raise
@@ -323,11 +310,11 @@ def apply(spec: dict | None = None, strict: bool = True) -> dict[str, dict]:
         if mechanism == "netns":  # unprivileged: in a user namespace of its own
             network = _try(osl.network_namespace, "network namespace", tried)
         elif mechanism == "seccomp":
-            network = _try(lambda: osl.block_sockets(unix=mode != "worker"), "seccomp", tried)
+            network = _try(lambda: osl.block_sockets(unix=mode not in NO_UNIX_MODES), "seccomp", tried)
         if network:
             break
     unix = None  # how UNIX sockets are refused (a worker: none of any family)
-    if mode == "worker" and (on["network"] or on["user"]):
+    if mode in NO_UNIX_MODES and (on["network"] or on["user"]):
         if network and network.startswith("seccomp"):
             unix = "the same filter"
         else:
@@ -343,25 +330,27 @@ def apply(spec: dict | None = None, strict: bool = True) -> dict[str, dict]:
             network = ("Landlock TCP rules (bind/connect only to ncu's ports)" if mode == "ncu-target" else
                        "Landlock TCP rules (bind and connect denied; UDP not covered)")
     if on["network"]:
-        if network and mode == "worker" and not unix:
+        if network and mode in NO_UNIX_MODES and not unix:
             report["network"] = layer("unavailable", f"{network}, but UNIX sockets not refused: "
                                       + next((t for t in tried if t.startswith("seccomp")), "no seccomp"))
         elif network:
             report["network"] = layer("active", network + (f"; no UNIX sockets ({unix})" if unix else ""))
         else:
             report["network"] = layer("unavailable", "; ".join(tried))
-    if on["user"] and report["user"]["state"] == "unavailable" and mode == "worker":
-        report["user"] = _same_uid(report, spec, unix)
+    if on["user"] and report["user"]["state"] == "unavailable" and mode in NO_UNIX_MODES:
+        report["user"] = _same_uid(report, spec, unix, needs_processes=mode == "worker")
     if strict:
         refuse_unavailable(report)
     return report
 
 
-def _same_uid(report: dict[str, dict], spec: dict, unix: str | None) -> dict:
+def _same_uid(report: dict[str, dict], spec: dict, unix: str | None, needs_processes: bool) -> dict:
     """A worker that kept the harness's uid: the user layer holds when the layers that keep a same-uid process off
-    the user's files, processes and servers all hold, and its caches are the sandbox's own."""
+    the user's files, processes and servers all hold, and its caches are the sandbox's own. The profiler's driver is
+    not a zygote child (no PID namespace); it is held by the rest, and says so."""
     why = report["user"].get("detail", "")
-    missing = [name for name in ("filesystem", "processes") if report[name]["state"] != "active"]
+    needed = ("filesystem", "processes") if needs_processes else ("filesystem",)
+    missing = [name for name in needed if report[name]["state"] != "active"]
     if not unix:
         missing.append("a seccomp filter on UNIX sockets")
     if spec.get("shared_caches"):
@@ -369,36 +358,9 @@ def _same_uid(report: dict[str, dict], spec: dict, unix: str | None) -> dict:
     if missing:
         return layer("unavailable", f"{why}; and without {', '.join(missing)} the same uid reaches the user's files, "
                                     "processes or servers")
-    return layer("active", f"same uid as the harness, held by Landlock, a PID namespace and no UNIX sockets ({why})")
-
-
-FIX = {
-    "network": "a network namespace needs root or unprivileged user namespaces (sysctl "
-               "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0) and the UNIX-socket filter needs "
-               "seccomp; in a container, a profile that allows unshare and seccomp (e.g. Docker's default)",
-    "filesystem": "Landlock: Linux 5.13 or newer with landlock in the kernel's lsm= list (/sys/kernel/security/lsm)",
-    "user": "as root, keep the Python installation (a virtual environment links back to it) and the packages outside "
-            "folders only root can enter, such as /root (e.g. under /opt or /usr/local), or run as an ordinary user, "
-            "with the filesystem and processes layers available",
-    "environment": "set by the harness itself; nothing to install",
-    "processes": "a PID namespace needs root or unprivileged user namespaces (sysctl "
-                 "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0); in a container, run it with "
-                 "--cap-add SYS_ADMIN or a seccomp profile that allows unshare",
-}
-
-
-def refuse_unavailable(report: dict[str, dict]) -> None:
-    """Raise Unconfined when a layer asked for is unavailable: its reason, the fix, and the opt-out."""
-    missing = [name for name in LAYERS if report.get(name, {}).get("state") == "unavailable"]
-    if not missing:
-        return
-    keep = [name for name in LAYERS if name not in missing and report.get(name, {}).get("state") != "off"]
-    lines = [f"the sandbox cannot confine candidates here: layer {', '.join(missing)} unavailable"]
-    for name in missing:
-        lines.append(f"- {name}: {report[name].get('detail', '')}\n  fix: {FIX[name]}")
-    lines.append(f"to review without {'it' if len(missing) == 1 else 'them'} (only code you trust), set "
-                 f"KERNELSKILL_SANDBOX={','.join(keep) or 'off'}; `kernelskill doctor` checks each layer")
-    raise Unconfined("\n".join(lines), report)
+    held = "Landlock, a PID namespace and no UNIX sockets" if needs_processes else \
+        "Landlock and no UNIX sockets (no PID namespace: the profiler's processes are not the zygote's)"
+    return layer("active", f"same uid as the harness, held by {held} ({why})")
 
 
 def _try(fn, name: str, reasons: list[str]):
@@ -536,28 +498,3 @@ def hash_sources_from_memory() -> None:
 
     hash_containing_file.kernelskill = True
     pgo._hash_containing_file = hash_containing_file
-
-
-# ------------------------------------------------------------------------------------------------------ reporting
-def describe(report: dict[str, dict]) -> str:
-    """One line: `network: active (network namespace); filesystem: ...`."""
-    parts = []
-    for name in LAYERS:
-        entry = report.get(name)
-        if entry:
-            extra = entry.get("mechanism") or entry.get("detail")
-            parts.append(f"{name}: {entry['state']}" + (f" ({extra})" if extra else ""))
-    return "; ".join(parts) if parts else "not applied (the process was not started by the harness)"
-
-
-_WARNED: set[str] = set()
-
-
-def warn_unavailable(report: dict[str, dict]) -> None:
-    """Say once per process, on stderr, in one line, which layers were asked for but could not be put in place;
-    `kernelskill doctor` says why and what to do for each."""
-    names = [name for name, entry in report.items() if entry.get("state") == "unavailable" and name not in _WARNED]
-    if names:
-        _WARNED.update(names)
-        print(f"kernelskill: sandbox layer(s) {', '.join(names)} unavailable here; candidates run without them. "
-              "`kernelskill doctor` says what to do.", file=sys.stderr)

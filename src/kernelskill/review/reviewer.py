@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,8 +71,12 @@ def review(
     settings: ReviewSettings | None = None,
     log_dir: Path | None = None,
     env: dict[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ReviewResult:
+    """Review `candidate` against `problem`. `progress`, when given, is called with the name of each step as the
+    review reaches it (the reference runner, each of the candidate runner's stages, the judge's part)."""
     settings = settings or ReviewSettings()
+    say = progress or (lambda step: None)
     if not isinstance(problem, Problem):
         problem = read_problem(problem)
     device = resolve_device(settings.device)
@@ -96,11 +101,12 @@ def review(
     start = time.perf_counter()
     if not settings.guards.judge:  # the runner's own report is the verdict (tests prove the judge's guards so)
         outcome = run_worker(_request(problem, candidate, settings, device, backend), timeouts, log_path, worker_env,
-                             reuse=settings.reuse_worker)
+                             reuse=settings.reuse_worker, progress=say)
         return _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem)
     # 1. the reference runner: the problem's code and nothing else, done before any candidate code runs
     nothing = Candidate(source="", backend="none")
     seeds = _seeds(settings)  # one draw for both runners: Model and ModelNew are built after the same seed
+    say("reference runner")
     ref_outcome = run_worker(_request(problem, nothing, settings, device, "none", seeds, mode="reference", judged=True),
                              timeouts, log_dir / "reference.log", worker_env, reuse=settings.reuse_worker)
     ref_run, ref_worker = None, ref_outcome.worker
@@ -116,13 +122,14 @@ def review(
                                      ref_run.error)
         # 2. the candidate runner: its own stages, then the judge's trials and batch; killed after
         outcome = run_worker(_request(problem, candidate, settings, device, backend, seeds, judged=True), timeouts, log_path,
-                             worker_env, reuse=settings.reuse_worker)
+                             worker_env, reuse=settings.reuse_worker, progress=say)
         report = None
         if outcome.awaiting:
             checked_only = outcome.results.compile is not None and outcome.results.compile.checked_only
             if ref_run is None or checked_only:
                 outcome.worker.kill()
             else:
+                say("judge: trials and batch")
                 report = judge.candidate_part(outcome.worker, ref_run, Path(outcome.worker.scratch) / "judge",
                                               settings.atol, settings.rtol, timeouts,
                                               outcome.results.timing if settings.timing else None)

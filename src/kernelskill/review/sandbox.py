@@ -23,19 +23,18 @@ import atexit
 import os
 import select
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review import confine
-from kernelskill.review.zygote import RESULT_FD, Zygote, ZygoteError
+from kernelskill.review.logs import LogSink
+from kernelskill.review.processes import descendants, describe_exit, kill_tree  # noqa: F401  (the sandbox's API)
+from kernelskill.review.zygote import RESULT_FD, ZygoteError, run_confined, zygote_for  # noqa: F401
 from kernelskill.review.wire import (AwaitingMessage, Command, CommandDone, DoneMessage, ReadyMessage, ReviewRequest,
                                      StageMessage, StageResults, StageSecondsMessage, UpdateMessage, VerdictMessage,
                                      decode)
@@ -46,7 +45,6 @@ from kernelskill.review.confine import SECRET_NAME  # noqa: F401  (names that ne
 REUSABLE_AFTER = {None, "mismatch", "compile_error", "runtime_error", "bad_candidate"}
 STAGES = ("load", "compile", "verify", "time")  # the order a worker announces them in
 MAX_MESSAGE = 64 << 20  # the longest line a worker's message may take
-LOG_HEAD, LOG_TAIL = 16 << 20, 1 << 20  # a review's log: its first 16 MiB, then only its last 1 MiB
 MAX_REVIEWS_PER_WORKER = 100  # a fresh process now and then bounds whatever slowly leaks
 MAX_IDLE_WORKERS = 4  # idle workers kept across all environments (each holds a CUDA context on its GPU)
 IDLE_SECONDS = 120  # an idle worker or spare of another environment unused this long is stopped (its phase is over)
@@ -149,7 +147,8 @@ class WorkerProcess:
             shutil.rmtree(self.scratch, ignore_errors=True)
         return code
 
-    def serve(self, request: ReviewRequest, timeouts: dict[str, float], log_path: Path) -> WorkerOutcome:
+    def serve(self, request: ReviewRequest, timeouts: dict[str, float], log_path: Path,
+              progress: Callable[[str], None] | None = None) -> WorkerOutcome:
         """Send one review and collect its messages until the worker says it is done or waits for commands, dies, or
         runs out of time.
 
@@ -188,6 +187,8 @@ class WorkerProcess:
                     if index > reached:
                         reached, outcome.stage = index, message.stage
                         stage_deadline = time.monotonic() + timeouts[message.stage]
+                        if progress is not None:
+                            progress(message.stage)
                 elif isinstance(message, UpdateMessage):
                     outcome.results = outcome.results.merged(message.data)
                 elif isinstance(message, StageSecondsMessage):
@@ -261,52 +262,6 @@ class WorkerProcess:
         return None, time.perf_counter() - start
 
 
-class LogSink:
-    """A review's log, written by this process from the worker's output as it arrives: the first LOG_HEAD bytes,
-    then only the last LOG_TAIL (the end of a flood is where its traceback is), with a line saying what was left
-    out. A candidate that prints gigabytes costs neither memory nor disk."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.pending = b""  # output that arrived before there was a log to write it to
-        self.written = self.dropped = 0
-        self.tail = bytearray()
-        self.file = open(path, "ab") if path else None
-
-    def switch(self, path: Path) -> None:
-        if path == self.path and self.file is not None:
-            return
-        self.close()
-        self.path, self.file = path, open(path, "ab")
-        self.written = self.dropped = 0
-        if self.pending:
-            pending, self.pending = self.pending, b""
-            self.write(pending)
-
-    def write(self, chunk: bytes) -> None:
-        room = max(LOG_HEAD - self.written, 0)
-        if room and self.file is not None:
-            self.file.write(chunk[:room])
-            self.file.flush()
-            self.written += min(room, len(chunk))
-        rest = chunk[room:]
-        if rest:
-            self.dropped += len(rest)
-            self.tail += rest
-            del self.tail[:-LOG_TAIL]
-
-    def close(self) -> None:
-        if self.file is None:
-            return
-        if self.dropped:
-            left_out = self.dropped - len(self.tail)
-            self.file.write(f"\n[kernelskill] the log was capped at {LOG_HEAD >> 20} MiB: {left_out} bytes left out "
-                            f"here; its last {len(self.tail)} bytes follow\n".encode() + bytes(self.tail))
-        self.file.close()
-        self.file = None
-        self.tail = bytearray()
-
-
 class WorkerPool:
     """Idle workers by environment (the GPU they see, the interpreter switch): a review takes one or starts one.
 
@@ -324,7 +279,7 @@ class WorkerPool:
         self._lock = threading.Lock()
 
     def run(self, request: ReviewRequest, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
-            reuse: bool = True) -> WorkerOutcome:
+            reuse: bool = True, progress: Callable[[str], None] | None = None) -> WorkerOutcome:
         # a compile warm-up's worker serves only warm-ups: it keeps torch.compile's changes (worker/session.py)
         key = (request.device, request.mode == "warm", tuple(sorted(env.items())))
         self._expire(key)
@@ -340,7 +295,7 @@ class WorkerPool:
                     stage="load", kind="crash", error=f"the review worker could not start: {exc}"))
         if reuse:
             self._top_up(key, env, request.device)
-        outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts, log_path)
+        outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts, log_path, progress)
         if outcome.awaiting:
             outcome.worker = worker
             return outcome
@@ -439,148 +394,8 @@ def _spawn(args: list[str], **kwargs) -> subprocess.Popen:
 POOL = WorkerPool()
 atexit.register(POOL.close)
 
-_ZYGOTES: dict[tuple, Zygote] = {}
-_ZYGOTES_LOCK = threading.Lock()
-
-
-def zygote_for(env: dict[str, str]) -> Zygote:
-    """The running zygote of this environment, started (or started again, when it died) on first use."""
-    key = tuple(sorted(env.items()))
-    with _ZYGOTES_LOCK:
-        zygote = _ZYGOTES.get(key)
-        if zygote is None or not zygote.alive():
-            if zygote is not None:
-                zygote.close()
-            scratch = Path(tempfile.mkdtemp(prefix="kernelskill-zygote-"))
-            zygote = _ZYGOTES[key] = Zygote(env, scratch)
-        return zygote
-
-
-def run_confined(module: str, args: list[str], env: dict[str, str], timeout: float,
-                 max_output: int = 4 << 20) -> tuple[int | None, str]:
-    """Run module `module` with `args` as a child of the zygote of `env` (a sandbox environment from
-    `clean_environment`), confined as a review worker is: a fresh scratch folder as its working directory, HOME and
-    TMPDIR, removed after. Returns (its exit status, None when it ran past `timeout` and was killed; its stdout and
-    stderr together, the first `max_output` bytes). Raises ZygoteError when it could not be started."""
-    child_env, scratch = confine.scratch_environment(env)
-    confine.protect_harness(env)
-    stdin_r, stdin_w = os.pipe()
-    result_r, result_w = os.pipe()
-    out_r, out_w = os.pipe()
-    try:
-        child = zygote_for(env).spawn(module, args, child_env, str(scratch), stdin_r, out_w, result_w)
-    except BaseException:
-        for fd in (stdin_w, result_r, out_r):
-            os.close(fd)
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    finally:
-        for fd in (stdin_r, out_w, result_w):
-            os.close(fd)
-    os.close(stdin_w)
-    os.close(result_r)
-    output, deadline, code = bytearray(), time.monotonic() + timeout, None
-    try:
-        while (remaining := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([out_r], [], [], min(remaining, 0.5))
-            if not ready:
-                continue
-            chunk = os.read(out_r, 1 << 16)
-            if not chunk:  # every process of its namespace has closed it: it is done
-                break
-            output += chunk[:max(0, max_output - len(output))]
-        else:
-            kill_tree(child.pid)
-        try:
-            code = child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            kill_tree(child.pid)
-        if time.monotonic() >= deadline:
-            code = None
-    finally:
-        os.close(out_r)
-        shutil.rmtree(scratch, ignore_errors=True)
-    return code, output.decode(errors="replace")
-
-
-def _close_zygotes() -> None:
-    with _ZYGOTES_LOCK:
-        zygotes = list(_ZYGOTES.values())
-        _ZYGOTES.clear()
-    for zygote in zygotes:
-        zygote.close()
-        shutil.rmtree(zygote.log.parent, ignore_errors=True)
-
-
-# atexit runs its handlers last registered first: the zygotes go first, and their children with them (PDEATHSIG)
-atexit.register(_close_zygotes)
 
 
 def run_worker(request: ReviewRequest, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
-               reuse: bool = True) -> WorkerOutcome:
-    return POOL.run(request, timeouts, log_path, env, reuse=reuse)
-
-
-def _children() -> dict[int, list[int]]:
-    """ppid -> pids, from /proc (empty where there is none)."""
-    tree: dict[int, list[int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return tree
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        tree.setdefault(int(fields[1]), []).append(int(name))
-    return tree
-
-
-def descendants(pid: int) -> list[int]:
-    tree, found, todo = _children(), [], [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            if child not in found:
-                found.append(child)
-                todo.append(child)
-    return found
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process, its process group and every descendant with their groups. The tree is stopped first
-    (SIGSTOP), so nothing in it starts another process while it is being walked; compilers that started sessions of
-    their own are found through their parent links before the worker dies and orphans them."""
-
-    def signal_all(pids, sig) -> None:
-        for p in pids:
-            for send in (lambda: os.killpg(p, sig), lambda: os.kill(p, sig)):
-                try:
-                    send()
-                except (ProcessLookupError, PermissionError):
-                    pass
-
-    signal_all([pid], signal.SIGSTOP)
-    seen: list[int] = []
-    for _ in range(5):  # until no new descendant appears
-        new = [p for p in descendants(pid) if p not in seen]
-        if not new:
-            break
-        signal_all(new, signal.SIGSTOP)
-        seen += new
-    signal_all([pid, *seen], signal.SIGKILL)
-
-
-def describe_exit(returncode: int | None) -> str:
-    if returncode is None:
-        return "the worker did not exit"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"the worker process died with {name}"
-    return f"the worker process exited with code {returncode} before reporting a result"
+               reuse: bool = True, progress: Callable[[str], None] | None = None) -> WorkerOutcome:
+    return POOL.run(request, timeouts, log_path, env, reuse=reuse, progress=progress)

@@ -22,15 +22,22 @@ and later with each child's exit status (as a negative signal number when it was
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
+import shutil
 import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+
+from kernelskill.review import confine
+from kernelskill.review.processes import kill_tree
 
 MAX_REQUEST = 1 << 20  # a request's JSON (the environment is the bulk)
 # Resource limits of every child (never raised above what the zygote has). Address space is not limited: the CUDA
@@ -40,6 +47,7 @@ FILE_BYTES = 16 << 30  # one file: a batch of outputs the judge reads is at most
 MORE_PROCESSES = 1024  # beyond those its uid already runs (compilers, Inductor's workers)
 RESULT_FD = 3  # where a child finds the result pipe
 START_TIMEOUT_S = 300.0  # importing torch on a loaded machine
+MAX_ZYGOTES = 3  # environments kept ready at once (each holds torch in memory)
 
 
 class ZygoteError(RuntimeError):
@@ -60,13 +68,14 @@ class Zygote:
         self._lock = threading.Lock()  # one request at a time: its answer is the next pid message
         self._answers: list[dict] = []
         self._exits: dict[int, int] = {}
+        self._live: set[int] = set()  # children started and not yet seen to exit
         self._changed = threading.Condition()
         self.ready = False
         try:
             with open(self.log, "ab") as log:
                 self.proc = _spawn([sys.executable, "-m", "kernelskill.review.zygote", str(theirs.fileno()),
                                     str(os.getpid())],
-                                   stdin=subprocess_devnull(), stdout=log, stderr=log, env=env, cwd=str(scratch),
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=str(scratch),
                                    pass_fds=(theirs.fileno(),), start_new_session=True)
         finally:
             theirs.close()
@@ -88,6 +97,7 @@ class Zygote:
                 message = json.loads(data)
                 if "exit" in message:
                     self._exits[int(message["exit"])] = int(message["status"])
+                    self._live.discard(int(message["exit"]))
                 elif message.get("ready"):
                     self.ready = True
                 else:
@@ -96,6 +106,10 @@ class Zygote:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def children(self) -> int:
+        with self._changed:
+            return len(self._live)
 
     def spawn(self, module: str, args: list[str], env: dict[str, str], cwd: str, stdin: int, output: int,
               result: int) -> "Child":
@@ -115,6 +129,8 @@ class Zygote:
                         raise ZygoteError(f"the zygote did not answer within {START_TIMEOUT_S:.0f} s")
                     self._changed.wait(remaining)
                 answer = self._answers.pop(0)
+                if "pid" in answer and int(answer["pid"]) not in self._exits:
+                    self._live.add(int(answer["pid"]))
         if "pid" not in answer:
             raise ZygoteError(f"the zygote could not start the process: {answer.get('error')} (its log: {self.log})")
         return Child(self, int(answer["pid"]))
@@ -144,12 +160,6 @@ class Zygote:
                 pass
 
 
-def subprocess_devnull() -> int:
-    import subprocess
-
-    return subprocess.DEVNULL
-
-
 class Child:
     """A process the zygote started: the part of `subprocess.Popen` the sandbox uses."""
 
@@ -164,13 +174,99 @@ class Child:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        import subprocess
-
         if self.returncode is None:
             self.returncode = self.zygote.exit_status(self.pid, timeout)
         if self.returncode is None:
             raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
         return self.returncode
+
+
+_ZYGOTES: dict[tuple, Zygote] = {}
+_ZYGOTES_LOCK = threading.Lock()
+
+
+def zygote_for(env: dict[str, str]) -> Zygote:
+    """The running zygote of this environment, started (or started again, when it died) on first use. Past
+    MAX_ZYGOTES, the least recently used ones with no child alive are stopped (each holds torch in memory)."""
+    key = tuple(sorted(env.items()))
+    stale: list[Zygote] = []
+    with _ZYGOTES_LOCK:
+        zygote = _ZYGOTES.pop(key, None)
+        if zygote is None or not zygote.alive():
+            if zygote is not None:
+                stale.append(zygote)
+            scratch = Path(tempfile.mkdtemp(prefix="kernelskill-zygote-"))
+            zygote = Zygote(env, scratch)
+        _ZYGOTES[key] = zygote  # last: the most recently used
+        for other_key, other in list(_ZYGOTES.items())[:-1]:
+            if len(_ZYGOTES) <= MAX_ZYGOTES:
+                break
+            if not other.children():
+                stale.append(_ZYGOTES.pop(other_key))
+    for old in stale:
+        old.close()
+        shutil.rmtree(old.log.parent, ignore_errors=True)
+    return zygote
+
+
+def run_confined(module: str, args: list[str], env: dict[str, str], timeout: float,
+                 max_output: int = 4 << 20) -> tuple[int | None, str]:
+    """Run module `module` with `args` as a child of the zygote of `env` (a sandbox environment from
+    `clean_environment`), confined as a review worker is: a fresh scratch folder as its working directory, HOME and
+    TMPDIR, removed after. Returns (its exit status, None when it ran past `timeout` and was killed; its stdout and
+    stderr together, the first `max_output` bytes). Raises ZygoteError when it could not be started."""
+    child_env, scratch = confine.scratch_environment(env)
+    confine.protect_harness(env)
+    stdin_r, stdin_w = os.pipe()
+    result_r, result_w = os.pipe()
+    out_r, out_w = os.pipe()
+    try:
+        child = zygote_for(env).spawn(module, args, child_env, str(scratch), stdin_r, out_w, result_w)
+    except BaseException:
+        for fd in (stdin_w, result_r, out_r):
+            os.close(fd)
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    finally:
+        for fd in (stdin_r, out_w, result_w):
+            os.close(fd)
+    os.close(stdin_w)
+    os.close(result_r)
+    output, deadline, code = bytearray(), time.monotonic() + timeout, None
+    try:
+        while (remaining := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([out_r], [], [], min(remaining, 0.5))
+            if not ready:
+                continue
+            chunk = os.read(out_r, 1 << 16)
+            if not chunk:  # every process of its namespace has closed it: it is done
+                break
+            output += chunk[:max(0, max_output - len(output))]
+        else:
+            kill_tree(child.pid)
+        try:
+            code = child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            kill_tree(child.pid)
+        if time.monotonic() >= deadline:
+            code = None
+    finally:
+        os.close(out_r)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return code, output.decode(errors="replace")
+
+
+def _close_zygotes() -> None:
+    with _ZYGOTES_LOCK:
+        zygotes = list(_ZYGOTES.values())
+        _ZYGOTES.clear()
+    for zygote in zygotes:
+        zygote.close()
+        shutil.rmtree(zygote.log.parent, ignore_errors=True)
+
+
+# registered before the sandbox's pool (this module is imported first), so it runs after the pool killed its workers
+atexit.register(_close_zygotes)
 
 
 # ------------------------------------------------------------------------------------------------- zygote side

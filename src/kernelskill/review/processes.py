@@ -1,0 +1,72 @@
+"""Finding and ending a process tree, and saying how a process ended: shared by the sandbox and the zygote's
+harness side."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+def _children() -> dict[int, list[int]]:
+    """ppid -> pids, from /proc (empty where there is none)."""
+    tree: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return tree
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(name))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    tree, found, todo = _children(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process, its process group and every descendant with their groups. The tree is stopped first
+    (SIGSTOP), so nothing in it starts another process while it is being walked; compilers that started sessions of
+    their own are found through their parent links before the worker dies and orphans them."""
+
+    def signal_all(pids, sig) -> None:
+        for p in pids:
+            for send in (lambda: os.killpg(p, sig), lambda: os.kill(p, sig)):
+                try:
+                    send()
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    signal_all([pid], signal.SIGSTOP)
+    seen: list[int] = []
+    for _ in range(5):  # until no new descendant appears
+        new = [p for p in descendants(pid) if p not in seen]
+        if not new:
+            break
+        signal_all(new, signal.SIGSTOP)
+        seen += new
+    signal_all([pid, *seen], signal.SIGKILL)
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "the worker did not exit"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the worker process died with {name}"
+    return f"the worker process exited with code {returncode} before reporting a result"

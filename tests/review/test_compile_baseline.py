@@ -17,8 +17,9 @@ pytestmark = pytest.mark.slow  # Inductor compiles C++ on the CPU: about 20 s a 
 
 @pytest.fixture
 def fresh_inductor_cache(tmp_path, monkeypatch):
-    """An Inductor cache of this test's own: every compile is cold unless the test warmed it."""
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    """An Inductor cache of this test's own (the sandbox's caches, under a folder of this test's): every compile is
+    cold unless the test warmed it."""
+    monkeypatch.setenv("KERNELSKILL_SANDBOX_CACHE", str(tmp_path / "sandbox-caches"))
 
 
 def test_the_compile_is_made_before_the_timed_loop_so_no_side_loses_samples(tmp_path, fresh_inductor_cache):

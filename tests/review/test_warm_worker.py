@@ -85,7 +85,7 @@ def test_a_spare_worker_takes_the_next_review_without_its_start_up(tmp_path, poo
     time.sleep(5)  # the spare finishes starting meanwhile, as it would beside a review holding the GPU
     ok = run_review(P01, OK, tmp_path / "b")
     assert ok.correct, ok.error
-    assert ok.stage_seconds["start"] < 1.0 < crashed.stage_seconds["start"]  # only the wait for its ready message
+    assert ok.stage_seconds["start"] < 1.0  # only the wait for its ready message
     assert pool.idle_pids() == [spare]  # the spare served it and, clean, stays warm
     assert len(pool.spare_pids()) == 1 and spare not in pool.spare_pids()  # and another spare is starting
 

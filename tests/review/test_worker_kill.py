@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.settings import Sandbox
+from tests.conftest import sandbox_without
 
 pytestmark = pytest.mark.slow
 DATA = Path(__file__).parents[1] / "data"
@@ -44,7 +44,7 @@ def _sleepers(marker: str) -> list[int]:
     return found
 
 
-def _review_with(tmp_path: Path, compiler: str):
+def _review_with(tmp_path: Path, compiler: str, processes: bool = True):
     from kernelskill.candidate import parse_candidate
     from kernelskill.review.reviewer import review
     from tests.conftest import fast_settings
@@ -63,7 +63,7 @@ def _review_with(tmp_path: Path, compiler: str):
                 return ext.f(x)
     """)
     candidate = parse_candidate(source, tmp_path / "candidate.py")
-    settings = fast_settings(timing=False, timeouts={"compile": 4}, sandbox=Sandbox(filesystem=False),
+    settings = fast_settings(timing=False, timeouts={"compile": 4}, sandbox=sandbox_without("filesystem", *([] if processes else ["processes"])),
                              reuse_worker=False)
     env = {"CXX": compiler, "KERNELSKILL_CACHE": str(tmp_path / "cache")}
     return review(DATA / "problems/p01_pointwise_gelu_chain.py", candidate, settings, log_dir=tmp_path, env=env)
@@ -78,15 +78,19 @@ def _wait_for(condition, seconds: float = 10.0) -> bool:
     return condition()
 
 
-def test_a_timed_out_build_leaves_no_compiler_running(tmp_path):
+@pytest.mark.parametrize("processes", [True, False])
+def test_a_timed_out_build_leaves_no_compiler_running(tmp_path, processes):
+    # two guards, each enough: the worker's PID namespace (all of it dies with its pid 1) and the kill of its whole
+    # process tree (which reaches compilers in sessions of their own)
     compiler, marker = _fake_compiler(tmp_path)
-    result = _review_with(tmp_path, compiler)
+    result = _review_with(tmp_path, compiler, processes)
     assert result.error_kind == "timeout" and result.stage == "compile", result.error
     assert _wait_for(lambda: not _sleepers(marker)), f"compiler processes left running: {_sleepers(marker)}"
 
 
 def test_killing_only_the_process_group_would_leave_it_running(tmp_path, monkeypatch):
-    """The test above can fail: with the kill of old (the worker's process group only) the compiler survives."""
+    """The test above can fail: with the kill of old (the worker's process group only) and no PID namespace, the
+    compiler survives."""
     from kernelskill.review import sandbox
 
     def group_only(pid: int) -> None:
@@ -94,7 +98,7 @@ def test_killing_only_the_process_group_would_leave_it_running(tmp_path, monkeyp
 
     monkeypatch.setattr(sandbox, "kill_tree", group_only)
     compiler, marker = _fake_compiler(tmp_path)
-    result = _review_with(tmp_path, compiler)
+    result = _review_with(tmp_path, compiler, processes=False)
     left = _sleepers(marker)
     for pid in left:
         os.kill(pid, signal.SIGKILL)

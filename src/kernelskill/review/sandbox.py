@@ -89,6 +89,7 @@ class WorkerProcess:
         self.env, self.scratch = confine.scratch_environment(env)
         confine.protect_harness(env)
         self.buffer = b""
+        self.closed = False  # its result pipe closed: it died, or is dying
         self.served = 0
         self.sandbox: dict[str, dict] = {}
         self.log = LogSink(log_path)
@@ -131,7 +132,13 @@ class WorkerProcess:
         if self.proc.returncode is not None and not keep_scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
             return self.proc.returncode
-        kill_tree(self.proc.pid)
+        if self.closed:  # it closed its pipe: it is ending on its own, and how it ended (a signal) is worth waiting for
+            try:
+                self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.proc.poll() is None:  # never after: the zygote reaps its children, and a pid is soon another's
+            kill_tree(self.proc.pid)
         try:
             code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -233,6 +240,7 @@ class WorkerProcess:
             return []
         chunk = os.read(self.read_fd, 1 << 16)
         if not chunk:
+            self.closed = True
             return None
         self.buffer += chunk
         if len(self.buffer) > MAX_MESSAGE:  # a line this long is no message of ours: the worker is not believed

@@ -243,11 +243,13 @@ def run_confined(module: str, args: list[str], env: dict[str, str], timeout: flo
                 break
             output += chunk[:max(0, max_output - len(output))]
         else:
-            kill_tree(child.pid)
+            if child.poll() is None:  # (a pid the zygote reaped may soon be another process's)
+                kill_tree(child.pid)
         try:
             code = child.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            kill_tree(child.pid)
+            if child.poll() is None:
+                kill_tree(child.pid)
         if time.monotonic() >= deadline:
             code = None
     finally:
@@ -425,8 +427,10 @@ def _max_fd() -> int:
 
 
 def _process_namespace(wanted: bool) -> dict:
-    """Put the rest of this child's life in a PID namespace of its own: unshare, fork, and in this process only wait
-    for pid 1 and exit with its status. Returns the layer's state, for `confine.apply` to report."""
+    """Put the rest of this child's life in a PID namespace of its own: unshare and fork twice. This process (the
+    holder, outside) and pid 1 (inside, a minimal init: it mounts /proc, reaps orphans) only wait; the process this
+    function returns in is pid 2, an ordinary process (pid 1 ignores the signals it sends itself, abort() too). When
+    pid 2 ends, pid 1 exits, and the kernel kills whatever is left in the namespace. Returns the layer's state."""
     from kernelskill.review import confine
     from kernelskill.review import confine_os as osl
     from kernelskill.review.worker.serve import bind_to_parent
@@ -437,22 +441,48 @@ def _process_namespace(wanted: bool) -> dict:
         how = osl.process_namespace()
     except (osl.Unavailable, OSError) as exc:
         return confine.layer("unavailable", str(exc))
-    pid = os.fork()
-    if pid:  # the holder: nothing else runs here
-        for d in (0, 1, 2, RESULT_FD):
-            os.close(d)
-        bind_to_parent(0)
-        _, status = os.waitpid(pid, 0)
-        if os.WIFSIGNALED(status):
-            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-            os.kill(os.getpid(), os.WTERMSIG(status))
-        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
-    bind_to_parent(0)  # pid 1: dies with the holder, and takes the namespace with it
+    init = os.fork()
+    if init:  # the holder
+        _hold(init, outside=True)
+    bind_to_parent(0)  # pid 1 dies with the holder, and takes the namespace with it
     try:
         osl.private_proc()
+        state = confine.layer("active", f"{how} with a /proc of its own")
     except OSError as exc:
-        return confine.layer("unavailable", f"{how}, but no /proc of its own: {exc}")
-    return confine.layer("active", f"{how} with a /proc of its own")
+        state = confine.layer("unavailable", f"{how}, but no /proc of its own: {exc}")
+    worker = os.fork()
+    if worker:  # pid 1
+        _hold(worker, outside=False)
+    bind_to_parent(0)
+    return state
+
+
+def _hold(pid: int, outside: bool) -> None:
+    """Wait for `pid` (reaping any orphan meanwhile) and end the way it ended. Pid 1 cannot die of a signal it sends
+    itself, so inside it exits with 128 + the signal, and the holder outside turns that back into the signal."""
+    for d in (0, 1, 2, RESULT_FD):
+        try:
+            os.close(d)
+        except OSError:
+            pass
+    while True:
+        try:
+            done, status = os.wait()
+        except ChildProcessError:
+            os._exit(1)
+        if done == pid:
+            break
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+    elif outside and os.WEXITSTATUS(status) > 128:
+        sig = os.WEXITSTATUS(status) - 128
+    else:
+        os._exit(os.WEXITSTATUS(status))
+    if not outside:
+        os._exit(128 + sig)
+    signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)
 
 
 if __name__ == "__main__":

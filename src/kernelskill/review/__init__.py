@@ -20,7 +20,8 @@ A map of the package, in the order a review goes through it:
   this machine or a cluster) is decided above this package, by kernelskill.loop.evaluator.
 - static checks (static_checks.py): what is refused before anything runs (monkey-patching, frame access, threads,
   fallbacks to the reference), and what only the strict rules refuse.
-- the sandbox (sandbox.py): worker processes forked by a zygote that has imported torch (zygote.py), each pid 1 of
+- the sandbox (sandbox.py): worker processes forked by a zygote that has imported torch (zygote.py, kept per
+  environment by confined.py, which also runs one-off confined children), each pid 2 under an init of
   a PID namespace of its own, with a clean environment, judge-owned time limits, logs capped as they arrive, and a
   crash or hang that costs one candidate, never the run; their confinement (confine.py, with the Linux calls in
   confine_os.py): no sockets, Landlock on the filesystem, an environment allowlist, not root, resource limits;

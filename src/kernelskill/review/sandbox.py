@@ -34,7 +34,8 @@ from pathlib import Path
 from kernelskill.review import confine
 from kernelskill.review.logs import LogSink
 from kernelskill.review.processes import descendants, describe_exit, kill_tree  # noqa: F401  (the sandbox's API)
-from kernelskill.review.zygote import RESULT_FD, ZygoteError, run_confined, zygote_for  # noqa: F401
+from kernelskill.review.confined import run_confined, zygote_for  # noqa: F401  (the sandbox's API)
+from kernelskill.review.zygote import RESULT_FD, ZygoteError
 from kernelskill.review.wire import (AwaitingMessage, Command, CommandDone, DoneMessage, ReadyMessage, ReviewRequest,
                                      StageMessage, StageResults, StageSecondsMessage, UpdateMessage, VerdictMessage,
                                      decode)

@@ -22,22 +22,18 @@ and later with each child's exit status (as a negative signal number when it was
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from kernelskill.review import confine
-from kernelskill.review.processes import kill_tree
 
 MAX_REQUEST = 1 << 20  # a request's JSON (the environment is the bulk)
 # Resource limits of every child (never raised above what the zygote has). Address space is not limited: the CUDA
@@ -73,9 +69,11 @@ class Zygote:
         self.ready = False
         try:
             with open(self.log, "ab") as log:
+                # torch asks NVML, not the CUDA driver, whether a GPU is there: the driver must never start here
+                zygote_env = {**env, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
                 self.proc = _spawn([sys.executable, "-m", "kernelskill.review.zygote", str(theirs.fileno()),
                                     str(os.getpid())],
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=str(scratch),
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=zygote_env, cwd=str(scratch),
                                    pass_fds=(theirs.fileno(),), start_new_session=True)
         finally:
             theirs.close()
@@ -181,114 +179,38 @@ class Child:
         return self.returncode
 
 
-_ZYGOTES: dict[tuple, Zygote] = {}
-_ZYGOTES_LOCK = threading.Lock()
-
-
-def zygote_for(env: dict[str, str]) -> Zygote:
-    """The running zygote of this environment, started (or started again, when it died) on first use. Past
-    MAX_ZYGOTES, the least recently used ones with no child alive are stopped (each holds torch in memory)."""
-    key = tuple(sorted(env.items()))
-    stale: list[Zygote] = []
-    with _ZYGOTES_LOCK:
-        zygote = _ZYGOTES.pop(key, None)
-        if zygote is None or not zygote.alive():
-            if zygote is not None:
-                stale.append(zygote)
-            scratch = Path(tempfile.mkdtemp(prefix="kernelskill-zygote-"))
-            zygote = Zygote(env, scratch)
-        _ZYGOTES[key] = zygote  # last: the most recently used
-        for other_key, other in list(_ZYGOTES.items())[:-1]:
-            if len(_ZYGOTES) <= MAX_ZYGOTES:
-                break
-            if not other.children():
-                stale.append(_ZYGOTES.pop(other_key))
-    for old in stale:
-        old.close()
-        shutil.rmtree(old.log.parent, ignore_errors=True)
-    return zygote
-
-
-def run_confined(module: str, args: list[str], env: dict[str, str], timeout: float,
-                 max_output: int = 4 << 20) -> tuple[int | None, str]:
-    """Run module `module` with `args` as a child of the zygote of `env` (a sandbox environment from
-    `clean_environment`), confined as a review worker is: a fresh scratch folder as its working directory, HOME and
-    TMPDIR, removed after. Returns (its exit status, None when it ran past `timeout` and was killed; its stdout and
-    stderr together, the first `max_output` bytes). Raises ZygoteError when it could not be started."""
-    child_env, scratch = confine.scratch_environment(env)
-    confine.protect_harness(env)
-    stdin_r, stdin_w = os.pipe()
-    result_r, result_w = os.pipe()
-    out_r, out_w = os.pipe()
-    try:
-        child = zygote_for(env).spawn(module, args, child_env, str(scratch), stdin_r, out_w, result_w)
-    except BaseException:
-        for fd in (stdin_w, result_r, out_r):
-            os.close(fd)
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    finally:
-        for fd in (stdin_r, out_w, result_w):
-            os.close(fd)
-    os.close(stdin_w)
-    os.close(result_r)
-    output, deadline, code = bytearray(), time.monotonic() + timeout, None
-    try:
-        while (remaining := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([out_r], [], [], min(remaining, 0.5))
-            if not ready:
-                continue
-            chunk = os.read(out_r, 1 << 16)
-            if not chunk:  # every process of its namespace has closed it: it is done
-                break
-            output += chunk[:max(0, max_output - len(output))]
-        else:
-            if child.poll() is None:  # (a pid the zygote reaped may soon be another process's)
-                kill_tree(child.pid)
-        try:
-            code = child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            if child.poll() is None:
-                kill_tree(child.pid)
-        if time.monotonic() >= deadline:
-            code = None
-    finally:
-        os.close(out_r)
-        shutil.rmtree(scratch, ignore_errors=True)
-    return code, output.decode(errors="replace")
-
-
-def _close_zygotes() -> None:
-    with _ZYGOTES_LOCK:
-        zygotes = list(_ZYGOTES.values())
-        _ZYGOTES.clear()
-    for zygote in zygotes:
-        zygote.close()
-        shutil.rmtree(zygote.log.parent, ignore_errors=True)
-
-
-# registered before the sandbox's pool (this module is imported first), so it runs after the pool killed its workers
-atexit.register(_close_zygotes)
-
 
 # ------------------------------------------------------------------------------------------------- zygote side
-def _preload() -> None:
-    """What every child needs, imported once here. Nothing that starts CUDA or runs user code."""
-    import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401  (seconds of the worker's Session otherwise)
+PRELOAD = ("torch", "torch._dynamo", "kernelskill.review.cuda.inline", "kernelskill.review.guards",
+           "kernelskill.review.worker.stages", "kernelskill.review.worker.serve", "kernelskill.review.work", "triton")
 
-    import kernelskill.review.cuda.inline  # noqa: F401
-    import kernelskill.review.guards  # noqa: F401
-    import kernelskill.review.worker.stages  # noqa: F401
-    import kernelskill.review.worker.serve  # noqa: F401
-    import kernelskill.review.work  # noqa: F401
 
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        pass
-    if torch.cuda.is_initialized():  # a child could never use CUDA: fail loudly rather than hand out broken ones
-        raise RuntimeError("CUDA was initialised while preloading the zygote")
+def _preload() -> str | None:
+    """Import what every child needs, once, here. A module whose import starts the CUDA driver (torch asks the
+    driver for its device count unless told to ask NVML) would leave every child unable to use the GPU: each import
+    is followed by a forked test child, and the first such module is named in the answer (None: all is well)."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        if _fork_is_poisoned():
+            return name
+    return None
+
+
+def _fork_is_poisoned() -> bool:
+    """Whether a child forked now would find CUDA unusable (torch marks it so when the parent touched the driver)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if torch.cuda._is_in_bad_fork() or torch.cuda.is_initialized() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.WEXITSTATUS(status) != 0
 
 
 def _exit_status(status: int) -> int:
@@ -306,15 +228,22 @@ def _reap(sock: socket.socket) -> None:
         sock.send(json.dumps({"exit": pid, "status": _exit_status(status)}).encode())
 
 
-def serve(fd: int, parent: int) -> None:
+def serve(fd: int, parent: int, lean: bool = False) -> None:
+    """The zygote's life. `lean`: started again after a preload that would have broken CUDA in its children; it then
+    imports nothing, and each child imports what it needs (seconds a child, as a plain process would)."""
     from kernelskill.review import confine_os as osl
     from kernelskill.review.worker.serve import bind_to_parent
 
     bind_to_parent(parent)
     sock = socket.socket(fileno=fd)
     osl.not_dumpable()
-    _preload()
-    sock.send(json.dumps({"ready": True}).encode())
+    culprit = None if lean else _preload()
+    if culprit is not None:
+        print(f"[kernelskill] zygote: importing {culprit} started the CUDA driver, which forked children could not "
+              "use; starting again without preloading", file=sys.stderr, flush=True)
+        os.set_inheritable(fd, True)
+        os.execv(sys.executable, [sys.executable, "-m", "kernelskill.review.zygote", str(fd), str(parent), "--lean"])
+    sock.send(json.dumps({"ready": True, "lean": lean}).encode())
     while True:
         ready, _, _ = select.select([sock], [], [], 0.05)
         _reap(sock)
@@ -431,7 +360,6 @@ def _process_namespace(wanted: bool) -> dict:
     holder, outside) and pid 1 (inside, a minimal init: it mounts /proc, reaps orphans) only wait; the process this
     function returns in is pid 2, an ordinary process (pid 1 ignores the signals it sends itself, abort() too). When
     pid 2 ends, pid 1 exits, and the kernel kills whatever is left in the namespace. Returns the layer's state."""
-    from kernelskill.review import confine
     from kernelskill.review import confine_os as osl
     from kernelskill.review.worker.serve import bind_to_parent
 
@@ -486,4 +414,4 @@ def _hold(pid: int, outside: bool) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    serve(int(sys.argv[1]), int(sys.argv[2]), lean=sys.argv[3:] == ["--lean"])

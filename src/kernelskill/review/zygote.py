@@ -185,32 +185,37 @@ PRELOAD = ("torch", "torch._dynamo", "kernelskill.review.cuda.inline", "kernelsk
            "kernelskill.review.worker.stages", "kernelskill.review.worker.serve", "kernelskill.review.work", "triton")
 
 
-def _preload() -> str | None:
-    """Import what every child needs, once, here. A module whose import starts the CUDA driver (torch asks the
-    driver for its device count unless told to ask NVML) would leave every child unable to use the GPU: each import
-    is followed by a forked test child, and the first such module is named in the answer (None: all is well)."""
+def _preload(names: tuple[str, ...]) -> int | None:
+    """Import `names`, once, here. A module whose import touched the CUDA driver would leave every forked child
+    unable to use the GPU (CUDA does not survive a fork): each import is followed by a forked test child that makes
+    a CUDA tensor where there is a GPU. Returns the index of the first module that broke it (None: none did)."""
     import importlib
 
-    for name in PRELOAD:
+    for i, name in enumerate(names):
         try:
             importlib.import_module(name)
         except ImportError:
             continue
-        if _fork_is_poisoned():
-            return name
+        if not _children_can_use_cuda():
+            return i
     return None
 
 
-def _fork_is_poisoned() -> bool:
-    """Whether a child forked now would find CUDA unusable (torch marks it so when the parent touched the driver)."""
+def _children_can_use_cuda() -> bool:
     torch = sys.modules.get("torch")
     if torch is None:
-        return False
+        return True
     pid = os.fork()
     if pid == 0:
-        os._exit(1 if torch.cuda._is_in_bad_fork() or torch.cuda.is_initialized() else 0)
+        ok = not (torch.cuda._is_in_bad_fork() or torch.cuda.is_initialized())
+        if ok and os.path.exists("/dev/nvidiactl"):
+            try:
+                torch.zeros(1, device="cuda")
+            except Exception:  # noqa: BLE001 - any failure means the same: not usable
+                ok = False
+        os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
-    return os.WEXITSTATUS(status) != 0
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def _exit_status(status: int) -> int:
@@ -228,22 +233,24 @@ def _reap(sock: socket.socket) -> None:
         sock.send(json.dumps({"exit": pid, "status": _exit_status(status)}).encode())
 
 
-def serve(fd: int, parent: int, lean: bool = False) -> None:
-    """The zygote's life. `lean`: started again after a preload that would have broken CUDA in its children; it then
-    imports nothing, and each child imports what it needs (seconds a child, as a plain process would)."""
+def serve(fd: int, parent: int, preload: tuple[str, ...] = PRELOAD) -> None:
+    """The zygote's life. `preload`: less than PRELOAD when started again after a module whose import broke CUDA in
+    its children; what it leaves out, each child imports itself (seconds a child, as a plain process would)."""
     from kernelskill.review import confine_os as osl
     from kernelskill.review.worker.serve import bind_to_parent
 
     bind_to_parent(parent)
     sock = socket.socket(fileno=fd)
     osl.not_dumpable()
-    culprit = None if lean else _preload()
-    if culprit is not None:
-        print(f"[kernelskill] zygote: importing {culprit} started the CUDA driver, which forked children could not "
-              "use; starting again without preloading", file=sys.stderr, flush=True)
+    broke = _preload(preload)
+    if broke is not None:
+        kept = preload[:broke]
+        print(f"[kernelskill] zygote: after importing {preload[broke]}, forked children could not use CUDA; starting "
+              f"again preloading only {', '.join(kept) or 'nothing'}", file=sys.stderr, flush=True)
         os.set_inheritable(fd, True)
-        os.execv(sys.executable, [sys.executable, "-m", "kernelskill.review.zygote", str(fd), str(parent), "--lean"])
-    sock.send(json.dumps({"ready": True, "lean": lean}).encode())
+        os.execv(sys.executable, [sys.executable, "-m", "kernelskill.review.zygote", str(fd), str(parent),
+                                  ",".join(kept)])
+    sock.send(json.dumps({"ready": True, "preloaded": list(preload)}).encode())
     while True:
         ready, _, _ = select.select([sock], [], [], 0.05)
         _reap(sock)
@@ -414,4 +421,5 @@ def _hold(pid: int, outside: bool) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]), lean=sys.argv[3:] == ["--lean"])
+    serve(int(sys.argv[1]), int(sys.argv[2]),
+          tuple(filter(None, sys.argv[3].split(","))) if len(sys.argv) > 3 else PRELOAD)

@@ -40,7 +40,7 @@ MAX_REQUEST = 1 << 20  # a request's JSON (the environment is the bulk)
 # driver reserves tens of GB of virtual addresses for its unified memory, which RLIMIT_AS would refuse.
 OPEN_FILES = 4096
 FILE_BYTES = 16 << 30  # one file: a batch of outputs the judge reads is at most 2 GiB
-MORE_PROCESSES = 1024  # beyond those its uid already runs (compilers, Inductor's workers)
+MORE_PROCESSES = 4096  # processes and threads beyond those running (compilers, Inductor's workers, CUDA's threads)
 RESULT_FD = 3  # where a child finds the result pipe
 START_TIMEOUT_S = 300.0  # importing torch on a loaded machine
 MAX_ZYGOTES = 3  # environments kept ready at once (each holds torch in memory)
@@ -341,18 +341,16 @@ def _limit_resources() -> str:
         resource.setrlimit(which, (value, value))
         return value
 
-    uid = os.geteuid()
-    running = 0
-    for name in os.listdir("/proc"):  # still the machine's /proc: the count RLIMIT_NPROC is held against
-        try:
-            running += name.isdigit() and os.stat(f"/proc/{name}").st_uid == uid
-        except OSError:
-            pass
+    try:  # every task (thread) on the machine: RLIMIT_NPROC counts its uid's threads too, the CUDA driver's included
+        with open("/proc/loadavg") as f:
+            running = int(f.read().split()[3].split("/")[1])
+    except (OSError, ValueError, IndexError):
+        running = 1 << 16
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     files = lower(resource.RLIMIT_NOFILE, OPEN_FILES)
     size = lower(resource.RLIMIT_FSIZE, FILE_BYTES)
     procs = lower(resource.RLIMIT_NPROC, running + MORE_PROCESSES)
-    return f"limits: {files} open files, {size >> 30} GiB a file, {procs} processes of its uid"
+    return f"limits: {files} open files, {size >> 30} GiB a file, {procs} processes and threads of its uid"
 
 
 def _max_fd() -> int:

@@ -136,9 +136,18 @@ def process_namespace() -> str:
 
 def private_proc() -> None:
     """In the first process of a new PID namespace: keep mounts from leaking out, then mount a /proc that lists only
-    the processes of this namespace (no other process's command line or environment can be read)."""
+    the processes of this namespace (no other process's command line or environment can be read). /proc/driver is
+    bound back in as it was: in a container, the GPU's runtime mounts its own view of /proc/driver/nvidia there,
+    which the CUDA driver reads at start-up."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    driver = os.open("/proc/driver", os.O_PATH | os.O_CLOEXEC) if os.path.isdir("/proc/driver") else None
+    try:
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        if driver is not None:
+            _mount(f"/proc/self/fd/{driver}", "/proc/driver", None, MS_BIND | MS_REC)
+    finally:
+        if driver is not None:
+            os.close(driver)
 
 
 # ----------------------------------------------------------------------------------------------------- private /tmp

@@ -99,7 +99,7 @@ class WorkerProcess:
         self.output_fd, output_w = os.pipe()
         os.set_blocking(self.output_fd, False)
         try:
-            self.proc = zygote_for(env).spawn("kernelskill.review.worker", [str(RESULT_FD), "0", device], self.env,
+            self.proc = zygote_for(env).spawn("kernelskill.review.worker", [RESULT_FD, "0", device], self.env,
                                               str(self.scratch), stdin_r, output_w, write_fd)
         except BaseException:
             for fd in (stdin_w, self.read_fd, self.output_fd):

@@ -16,7 +16,8 @@ holder only waits and exits with pid 1's status. A layer that cannot be set up i
 which fails the process closed unless the user turned that layer off.
 
 Requests arrive on a SOCK_SEQPACKET socket: one JSON message (module, args, env, cwd) with three descriptors
-(stdin, the output both stdout and stderr go to, and the result pipe at fd 3). The zygote answers with the pid,
+(stdin, the output both stdout and stderr go to, and the result pipe, whose number in the child replaces
+`{result_fd}` in the arguments). The zygote answers with the pid,
 and later with each child's exit status (as a negative signal number when it was killed, like subprocess).
 """
 
@@ -41,7 +42,7 @@ MAX_REQUEST = 1 << 20  # a request's JSON (the environment is the bulk)
 OPEN_FILES = 4096
 FILE_BYTES = 16 << 30  # one file: a batch of outputs the judge reads is at most 2 GiB
 MORE_PROCESSES = 4096  # processes and threads beyond those running (compilers, Inductor's workers, CUDA's threads)
-RESULT_FD = 3  # where a child finds the result pipe
+RESULT_FD = "{result_fd}"  # in a request's arguments: the number of the descriptor the result pipe got in the child
 START_TIMEOUT_S = 300.0  # importing torch on a loaded machine
 MAX_ZYGOTES = 3  # environments kept ready at once (each holds torch in memory)
 
@@ -287,20 +288,21 @@ def _child(sock: socket.socket, request: dict, fds: list[int]) -> None:
         for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         os.setsid()
-        high = [os.dup(d) for d in fds]  # out of the way of 0-3 before placing them there
+        # the zygote's own other descriptors stay open: libraries it loaded (NVML, the CUDA driver's) own some of
+        # them, and closing them under those libraries breaks CUDA in the child ("OS call failed")
+        stdin, output, result = [os.dup(d) for d in fds]  # out of the way of 0-2 before placing them there
         for d in fds:
             os.close(d)
-        stdin, output, result = high
         os.dup2(stdin, 0)
         os.dup2(output, 1)
         os.dup2(output, 2)
-        os.dup2(result, RESULT_FD)
-        os.closerange(RESULT_FD + 1, _max_fd())
+        os.close(stdin)
+        os.close(output)
         from kernelskill.review.confine import SPEC_VAR
 
         spec = json.loads(request["env"].get(SPEC_VAR) or "{}")
         limits = _limit_resources()
-        processes = _process_namespace(bool(spec.get("layers", {}).get("processes")))
+        processes = _process_namespace(bool(spec.get("layers", {}).get("processes")), result)
         if processes.get("state") == "active":
             processes["mechanism"] += f"; {limits}"
         os.environ.clear()
@@ -314,7 +316,7 @@ def _child(sock: socket.socket, request: dict, fds: list[int]) -> None:
         confine.PROCESSES_LAYER = processes
         import runpy
 
-        sys.argv = [request["module"], *request["args"]]
+        sys.argv = [request["module"], *(a.replace(RESULT_FD, str(result)) for a in request["args"])]
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
@@ -353,14 +355,7 @@ def _limit_resources() -> str:
     return f"limits: {files} open files, {size >> 30} GiB a file, {procs} processes and threads of its uid"
 
 
-def _max_fd() -> int:
-    try:
-        return os.sysconf("SC_OPEN_MAX")
-    except (ValueError, OSError):
-        return 1024
-
-
-def _process_namespace(wanted: bool) -> dict:
+def _process_namespace(wanted: bool, result: int) -> dict:
     """Put the rest of this child's life in a PID namespace of its own: unshare and fork twice. This process (the
     holder, outside) and pid 1 (inside, a minimal init: it mounts /proc, reaps orphans) only wait; the process this
     function returns in is pid 2, an ordinary process (pid 1 ignores the signals it sends itself, abort() too). When
@@ -376,7 +371,7 @@ def _process_namespace(wanted: bool) -> dict:
         return confine.layer("unavailable", str(exc))
     init = os.fork()
     if init:  # the holder
-        _hold(init, outside=True)
+        _hold(init, result, outside=True)
     bind_to_parent(0)  # pid 1 dies with the holder, and takes the namespace with it
     try:
         osl.private_proc()
@@ -385,15 +380,15 @@ def _process_namespace(wanted: bool) -> dict:
         state = confine.layer("unavailable", f"{how}, but no /proc of its own: {exc}")
     worker = os.fork()
     if worker:  # pid 1
-        _hold(worker, outside=False)
+        _hold(worker, result, outside=False)
     bind_to_parent(0)
     return state
 
 
-def _hold(pid: int, outside: bool) -> None:
+def _hold(pid: int, result: int, outside: bool) -> None:
     """Wait for `pid` (reaping any orphan meanwhile) and end the way it ended. Pid 1 cannot die of a signal it sends
     itself, so inside it exits with 128 + the signal, and the holder outside turns that back into the signal."""
-    for d in (0, 1, 2, RESULT_FD):
+    for d in (0, 1, 2, result):
         try:
             os.close(d)
         except OSError:

@@ -11,7 +11,7 @@ import sys
 
 CASES = {
     "nothing": "",
-    "seccomp: no socket at all": "osl.block_sockets(unix=False)",
+    "seccomp: no connect()": "osl.block_sockets(connect=False)",
     "seccomp: AF_UNIX only": "osl.block_sockets()",
     "PID namespace + /proc": "osl.process_namespace()\npid = os.fork()\nif pid:\n    _, st = os.waitpid(pid, 0)\n"
                              "    sys.exit(os.WEXITSTATUS(st))\nosl.private_proc()",

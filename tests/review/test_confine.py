@@ -358,11 +358,12 @@ def _in_child(body: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("filtered", [True, False, "all"])
-def test_the_seccomp_filter_allows_unix_sockets_only(filtered):
+@pytest.mark.parametrize("filtered", [True, False, "connect"])
+def test_the_seccomp_filter_allows_unix_sockets_only(filtered, tmp_path):
+    server = socket_server(tmp_path / "s.sock")
     got = _in_child(f"""
-if {filtered!r} == "all":
-    confine_os.block_sockets(unix=False)
+if {filtered!r} == "connect":
+    confine_os.block_sockets(connect=False)
 elif {filtered}:
     confine_os.block_sockets()
 out = {{}}
@@ -372,13 +373,29 @@ for name, family in (("inet", socket.AF_INET), ("inet6", socket.AF_INET6), ("uni
         out[name] = "ok"
     except OSError as e:
         out[name] = e.errno
+try:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect({str(server)!r})
+        out["unix_connect"] = "ok"
+except OSError as e:
+    out["unix_connect"] = e.errno
 print(json.dumps(out))""")
-    if filtered == "all":  # a review worker's: no UNIX socket either (tmux, ssh-agent and docker servers listen on one)
-        assert got == {"inet": 13, "inet6": 13, "unix": 13}
+    if filtered == "connect":  # a review worker's: no connect() (tmux, ssh-agent and docker servers listen on one)
+        assert got == {"inet": 13, "inet6": 13, "unix": "ok", "unix_connect": 111}  # ECONNREFUSED
     elif filtered:
-        assert got == {"inet": 13, "inet6": 13, "unix": "ok"}  # EACCES
+        assert got == {"inet": 13, "inet6": 13, "unix": "ok", "unix_connect": "ok"}  # EACCES
     else:
-        assert got == {"inet": "ok", "inet6": "ok", "unix": "ok"}
+        assert got == {"inet": "ok", "inet6": "ok", "unix": "ok", "unix_connect": "ok"}
+
+
+def socket_server(path: Path) -> Path:
+    import socket
+
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(8)
+    threading.Thread(target=lambda: [srv.accept() for _ in range(8)], daemon=True).start()
+    return path
 
 
 def test_killing_a_worker_tree_reaches_processes_in_their_own_sessions():

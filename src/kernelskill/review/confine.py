@@ -15,7 +15,7 @@ Five layers, each reported as active (with the mechanism), off (turned off by th
   reachable for that user. Where it cannot (Python under /root) or need not (an ordinary user), the worker keeps
   the harness's uid without capabilities, and the layer holds only when the others hold what a uid of its own
   would: Landlock (no file of the user's outside the sandbox), its own PID namespace (no other process in sight)
-  and a filter that refuses UNIX sockets (no server of the user's: tmux, ssh-agent, docker). Its JIT caches are
+  and a filter that refuses connect() (no server of the user's: tmux, ssh-agent, docker). Its JIT caches are
   the sandbox's own (`KERNELSKILL_SANDBOX_CACHE`) in every case, never the user's, which unsandboxed programs load.
 - processes (review workers, started by the zygote): a PID namespace of its own, pid 1 being the worker, and a
   /proc that lists only its processes. Whatever the candidate starts dies with the worker; no other process's
@@ -310,15 +310,15 @@ def apply(spec: dict | None = None, strict: bool = True) -> dict[str, dict]:
         if mechanism == "netns":  # unprivileged: in a user namespace of its own
             network = _try(osl.network_namespace, "network namespace", tried)
         elif mechanism == "seccomp":
-            network = _try(lambda: osl.block_sockets(unix=mode not in NO_UNIX_MODES), "seccomp", tried)
+            network = _try(lambda: osl.block_sockets(connect=mode not in NO_UNIX_MODES), "seccomp", tried)
         if network:
             break
-    unix = None  # how UNIX sockets are refused (a worker: none of any family)
+    unix = None  # how connections are refused (a worker: no connect() at all, a UNIX socket's included)
     if mode in NO_UNIX_MODES and (on["network"] or on["user"]):
         if network and network.startswith("seccomp"):
             unix = "the same filter"
         else:
-            unix = _try(lambda: osl.block_sockets(unix=False), "seccomp (UNIX sockets)", tried)
+            unix = _try(lambda: osl.block_sockets(connect=False), "seccomp (connect)", tried)
     abi = _try(osl.landlock_abi, "Landlock", tried)
     landlock_net = (on["network"] and network is None and "landlock" in order and isinstance(abi, int)
                     and abi >= 4)
@@ -331,10 +331,10 @@ def apply(spec: dict | None = None, strict: bool = True) -> dict[str, dict]:
                        "Landlock TCP rules (bind and connect denied; UDP not covered)")
     if on["network"]:
         if network and mode in NO_UNIX_MODES and not unix:
-            report["network"] = layer("unavailable", f"{network}, but UNIX sockets not refused: "
+            report["network"] = layer("unavailable", f"{network}, but connect() not refused: "
                                       + next((t for t in tried if t.startswith("seccomp")), "no seccomp"))
         elif network:
-            report["network"] = layer("active", network + (f"; no UNIX sockets ({unix})" if unix else ""))
+            report["network"] = layer("active", network + (f"; no connect() ({unix})" if unix else ""))
         else:
             report["network"] = layer("unavailable", "; ".join(tried))
     if on["user"] and report["user"]["state"] == "unavailable" and mode in NO_UNIX_MODES:
@@ -352,14 +352,14 @@ def _same_uid(report: dict[str, dict], spec: dict, unix: str | None, needs_proce
     needed = ("filesystem", "processes") if needs_processes else ("filesystem",)
     missing = [name for name in needed if report[name]["state"] != "active"]
     if not unix:
-        missing.append("a seccomp filter on UNIX sockets")
+        missing.append("a seccomp filter on connect()")
     if spec.get("shared_caches"):
         missing.append("caches of the sandbox's own")
     if missing:
         return layer("unavailable", f"{why}; and without {', '.join(missing)} the same uid reaches the user's files, "
                                     "processes or servers")
-    held = "Landlock, a PID namespace and no UNIX sockets" if needs_processes else \
-        "Landlock and no UNIX sockets (no PID namespace: the profiler's processes are not the zygote's)"
+    held = "Landlock, a PID namespace and no connect()" if needs_processes else \
+        "Landlock and no connect() (no PID namespace: the profiler's processes are not the zygote's)"
     return layer("active", f"same uid as the harness, held by {held} ({why})")
 
 

@@ -28,8 +28,8 @@ _LIBC.syscall.restype = ctypes.c_long
 
 # per architecture: seccomp(2) and socket(2) numbers and the AUDIT_ARCH value seccomp reports
 _ARCH = {
-    "x86_64": {"seccomp": 317, "socket": 41, "audit": 0xC000003E, "x32": True},
-    "aarch64": {"seccomp": 277, "socket": 198, "audit": 0xC00000B7, "x32": False},
+    "x86_64": {"seccomp": 317, "socket": 41, "connect": 42, "sendto": 44, "audit": 0xC000003E, "x32": True},
+    "aarch64": {"seccomp": 277, "socket": 198, "connect": 203, "sendto": 206, "audit": 0xC00000B7, "x32": False},
 }
 _IO_URING_SETUP = 425  # the same on both: io_uring can open sockets without socket(2)
 _LANDLOCK_CREATE, _LANDLOCK_ADD, _LANDLOCK_RESTRICT = 444, 445, 446  # the same on every architecture
@@ -336,22 +336,35 @@ _LD_W_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 
 
-def socket_filter_program(arch: dict, unix: bool = True) -> list[tuple[int, int, int, int]]:
-    """BPF: socket() only for AF_UNIX (`unix` False: for no family at all), no io_uring, no foreign-ABI (i386, x32)
-    system calls; all else allowed (socketpair() among them: a connected pair reaches nothing outside).
-    seccomp_data: nr at offset 0, arch at 4, args[0] (its low 32 bits, little-endian) at 16."""
+def socket_filter_program(arch: dict, connect: bool = True) -> list[tuple[int, int, int, int]]:
+    """BPF: socket() only for AF_UNIX, no io_uring, no foreign-ABI (i386, x32) system calls; all else allowed
+    (socketpair() among them: a connected pair reaches nothing outside). `connect` False: no connect() either, and
+    no sendto() to an address, both failing with ECONNREFUSED: no server on this machine can be reached, a UNIX
+    socket's (tmux, ssh-agent, docker) included. socket(AF_UNIX) itself stays: the CUDA driver makes one at cuInit
+    and fails with 304 without it (seen on the H200), and tolerates a refused connection.
+    seccomp_data: nr at offset 0, arch at 4, args[i] at 16 + 8 i (low 32 bits first, little-endian)."""
     deny = (_RET, 0, 0, _RET_ERRNO | errno.EACCES)
+    refused = (_RET, 0, 0, _RET_ERRNO | errno.ECONNREFUSED)
     allow = (_RET, 0, 0, _RET_ALLOW)
     prog = [(_LD_W_ABS, 0, 0, 4), (_JEQ, 1, 0, arch["audit"]), deny, (_LD_W_ABS, 0, 0, 0)]
     if arch["x32"]:
         prog.append((_JGE, 0, 1, 0x40000000))
         prog.append(deny)
-    if not unix:
+    if not connect:
         return prog + [
-            (_JEQ, 2, 0, _IO_URING_SETUP),  # -> deny
-            (_JEQ, 1, 0, arch["socket"]),  # -> deny
+            (_JEQ, 10, 0, _IO_URING_SETUP),  # -> deny
+            (_JEQ, 10, 0, arch["connect"]),  # -> refused
+            (_JEQ, 3, 0, arch["sendto"]),  # -> its address
+            (_JEQ, 0, 6, arch["socket"]),  # not socket() -> allow
+            (_LD_W_ABS, 0, 0, 16),
+            (_JEQ, 4, 5, socket.AF_UNIX),  # AF_UNIX -> allow, else deny
+            (_LD_W_ABS, 0, 0, 48),  # sendto's dest_addr, low word
+            (_JEQ, 0, 4, 0),  # set -> refused
+            (_LD_W_ABS, 0, 0, 52),  # high word
+            (_JEQ, 0, 2, 0),  # set -> refused
             allow,
             deny,
+            refused,
         ]
     prog += [
         (_JEQ, 4, 0, _IO_URING_SETUP),  # -> deny
@@ -364,11 +377,12 @@ def socket_filter_program(arch: dict, unix: bool = True) -> list[tuple[int, int,
     return prog
 
 
-def block_sockets(unix: bool = True) -> str:
-    """Install the filter on every thread of this process (TSYNC); a socket() of any family but AF_UNIX (`unix`
-    False: of any family) then fails with EACCES. Raises Unavailable where seccomp filters are not permitted."""
+def block_sockets(connect: bool = True) -> str:
+    """Install the filter on every thread of this process (TSYNC); a socket() of any family but AF_UNIX then fails
+    with EACCES (`connect` False: and connect() and addressed sendto() with ECONNREFUSED). Raises Unavailable where
+    seccomp filters are not permitted."""
     arch = _arch()
-    prog = socket_filter_program(arch, unix)
+    prog = socket_filter_program(arch, connect)
     filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
     fprog = _SockFprog(len(prog), filters)
     try:
@@ -377,4 +391,4 @@ def block_sockets(unix: bool = True) -> str:
                "seccomp(SECCOMP_SET_MODE_FILTER)")
     except OSError as exc:
         raise Unavailable(str(exc)) from None
-    return "seccomp filter on socket()" if unix else "seccomp filter: no socket() of any family"
+    return "seccomp filter on socket()" if connect else "seccomp filter on socket(), connect() and sendto()"

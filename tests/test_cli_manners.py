@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from kernelskill import __version__
 from kernelskill.cli import app
-from kernelskill.cli_help import console, resume_command, review_progress
+from kernelskill.cli_help import console, review_progress
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ["review", "optimize", "bench", "report", "doctor"]
@@ -115,11 +115,13 @@ def test_review_progress_hands_its_stage_callback_to_a_review_that_takes_one():
         assert progress.keywords(does_not) == {}
 
 
-def test_the_bench_resume_command_repeats_the_options_with_the_run_folder():
-    argv = ["bench", "--problems", "my problems", "--model", "corpus:c", "--rounds", "0"]
-    assert resume_command("runs/b", argv) == ("kernelskill bench --problems 'my problems' --model corpus:c "
-                                             "--rounds 0 --out runs/b --resume")
-    assert resume_command("x", ["bench", "--out", "runs/b", "--resume"]) == "kernelskill bench --out runs/b --resume"
+def test_the_bench_continue_command_names_the_folder_and_repeats_only_where_it_runs():
+    # the run's settings come from its folder (tests/bench/test_bench_resume.py runs the printed command)
+    from kernelskill.bench.runner import continue_command
+
+    assert continue_command("runs/a b") == "kernelskill bench --out 'runs/a b' --resume"
+    assert continue_command("runs/b", gpus=["0", "1"], parallel=3, ray="auto", verbose=True) == (
+        "kernelskill bench --out runs/b --resume --gpus 0,1 --parallel 3 --ray auto --verbose")
 
 
 def test_doctor_names_each_piece_and_what_to_do(monkeypatch):

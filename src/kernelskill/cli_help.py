@@ -9,11 +9,9 @@ are printed as written, ready to paste.
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from typing import Any
 
@@ -124,13 +122,3 @@ def review_progress(text: str, quiet: bool = False) -> Iterator[_Progress]:
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(escape(text), stage="", total=None)
         yield _Progress(lambda name: bar.update(task, stage=escape(name)))
-
-
-def resume_command(out: Path | str, argv: list[str] | None = None) -> str:
-    """The command line that continues an interrupted bench: the same options, the run folder named, --resume."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "--out" not in args and not any(a.startswith("--out=") for a in args):
-        args += ["--out", str(out)]
-    if "--resume" not in args:
-        args.append("--resume")
-    return shlex.join(["kernelskill", *args])

@@ -34,7 +34,8 @@ from kernelskill.loop.setup import open_run, resume_stored_run, with_run_setting
 from kernelskill.loop.runner import TaskRunner
 from kernelskill.loop.settings import Ablation, LoopSettings
 from kernelskill.loop.state import LoopState
-from kernelskill.problem import check_problem, read_problem
+from kernelskill.problem import read_problem
+from kernelskill.review.probe import SandboxUnavailable, check_problem
 from kernelskill.redact import redact_url
 from kernelskill.report.results import BenchResults, TaskResult, build_results, write_results
 from kernelskill.settings import Backend, Baseline, ReviewSettings
@@ -325,7 +326,7 @@ class _Bench:
         self.on_event(BenchEvent(kind="task_started", task=t.name))
         try:
             result = self._optimize(t, row.id)
-        except LLMAuthError as exc:
+        except (LLMAuthError, SandboxUnavailable) as exc:  # every task would fail the same way: the run stops
             self.fatal = exc
             self.stop.set()
             self.store.set_task_status(row.id, "failed", reason=str(exc))
@@ -345,7 +346,7 @@ class _Bench:
 
     def _optimize(self, t: BenchTask, task_id: int) -> TaskResult:
         problem = read_problem(t.path)
-        check_problem(problem)  # a problem that cannot run fails its task before any model is asked
+        check_problem(problem)  # a problem that cannot run (in a confined child) fails its task before any model is asked
 
         def on_event(e: Event) -> None:
             if e.kind == "round" and e.record is not None:

@@ -30,7 +30,8 @@ from kernelskill.loop.runner import TaskRunner
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.loop.setup import RunSetup, open_run, resume_stored_run, with_run_settings
 from kernelskill.loop.state import LoopState
-from kernelskill.problem import Problem, check_problem, read_problem
+from kernelskill.problem import Problem, read_problem
+from kernelskill.review.probe import check_problem
 from kernelskill.redact import redact_url
 from kernelskill.settings import Backend, ReviewSettings
 from kernelskill.store import RunStore
@@ -94,7 +95,8 @@ def optimize(
     """Run (or resume) the loop on one problem. `client` and `evaluator` replace the real ones in tests."""
     start = time.monotonic()
     problem = read_problem(request.problem)  # a malformed problem fails here, before any model is asked
-    check_problem(problem)  # ... and one whose Model or get_inputs() raises, before any run folder is made
+    # ... and one whose Model or get_inputs() raises (in a confined child), before any run folder is made
+    check_problem(problem)
     if request.resume and request.out is None:
         raise KernelSkillError("--resume needs --out DIR: the run folder of the run to continue")
     if not request.resume and not request.model:

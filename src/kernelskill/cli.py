@@ -324,7 +324,6 @@ Examples:
   kernelskill bench --problems ~/KernelBench --level 1 --model openai/gpt-4o \\
       --ablation no-ltm --out runs/l1-no-ltm
   kernelskill bench --problems ~/KernelBench --model openai/gpt-4o --ray auto
-
   kernelskill bench --out runs/l1 --resume
 
 Then: kernelskill report RUN_DIR. A resume keeps the run's own settings

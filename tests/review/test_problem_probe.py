@@ -147,19 +147,19 @@ def test_one_child_per_problem_answers_the_check_and_the_work_count(tmp_path, mo
     runs = []
     real = probe.run_probe
     monkeypatch.setattr(probe, "run_probe", lambda *a, **k: runs.append(a[0].path) or real(*a, **k))
-    problem = read_problem(PROBLEM)
+    problem = read_problem(os.path.relpath(PROBLEM))  # as optimize names it: as typed
     threads = [threading.Thread(target=check_problem, args=(problem,)) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     work = measure_problem_work(PROBLEM)  # the speed of light's and `memory explain --problem`'s count
-    assert runs == [PROBLEM] and work.bytes == 32768 and work.flops == 0
+    assert runs == [Path(os.path.relpath(PROBLEM))] and work.bytes == 32768 and work.flops == 0
     # another source at the same path is another problem
     copy = tmp_path / "gelu.py"
     copy.write_text(PROBLEM.read_text() + "\n# changed\n")
     check_problem(read_problem(copy))
-    assert runs == [PROBLEM, copy]
+    assert runs[1:] == [copy]
 
 
 def test_a_probe_answer_is_read_strictly():

@@ -98,7 +98,8 @@ _cache_lock = threading.Lock()
 def probe(problem: Problem, timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
     """The probe of `problem`, run once per (path, source) in this process: bench's tasks, the evaluator's count
     ahead and each review's speed of light all ask, one child answers. A sandbox failure is raised, never kept."""
-    key = (str(problem.path), hashlib.sha256(problem.source.encode()).hexdigest(), timeout_s)
+    # the path as a file, however it was named (optimize's check names it as typed, the speed of light resolved)
+    key = (str(Path(problem.path).resolve()), hashlib.sha256(problem.source.encode()).hexdigest(), timeout_s)
     with _cache_lock:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:  # a second thread asking for the same problem waits for the first one's child

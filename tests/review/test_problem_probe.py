@@ -174,3 +174,36 @@ def test_a_probe_answer_is_read_strictly():
                                                                                                       flops=2.0))
     nothing = probe._read_answer(problem, b"", b"Traceback ...\nSystemExit: 3\n", 3, 1.0, 60)
     assert nothing.error and "ended without an answer (exit code 3)" in nothing.error and "SystemExit" in nothing.error
+
+
+@pytest.mark.slow
+def test_the_cli_says_so_in_one_line_and_asks_no_model(tmp_path):
+    """A sitecustomize makes every confine.apply() raise, as it does where a requested layer cannot be applied: the
+    commands stop with exit 2 and one line naming the cause, before any run folder or model call (the base URL
+    points at a port where nothing listens: a call would be a connection error, not this)."""
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "from kernelskill.review import confine\n\n\n"
+        "def apply(spec=None):\n"
+        "    raise OSError('Landlock is not available on this kernel; set KERNELSKILL_SANDBOX to opt out')\n\n\n"
+        "confine.apply = apply\n")
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
+    env.update(PYTHONPATH=f"{root / 'src'}{os.pathsep}{site}", OPENAI_API_KEY=SECRET)
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    (folder / "1_gelu.py").write_text(PROBLEM.read_text())
+    model = ["--model", "openai/m", "--base-url", "http://127.0.0.1:9/v1", "--device", "cpu"]
+    for args in (["optimize", str(PROBLEM), *model, "--out", str(tmp_path / "o")],
+                 ["bench", "--problems", str(folder), *model, "--out", str(tmp_path / "b")]):
+        r = subprocess.run([sys.executable, "-m", "kernelskill.cli", *args], env=env, capture_output=True, text=True,
+                           timeout=300)
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert r.returncode == 2, r.stderr[-3000:]
+        assert "Traceback" not in r.stderr and len(lines) == 1, r.stderr
+        assert "sandbox could not be set up" in lines[0] and "Landlock is not available" in lines[0]
+    assert not (tmp_path / "o").exists()

@@ -4,9 +4,9 @@
 
 DIR is a folder of KernelBench-style problems (level1/, level2/, level3/ below it, or the .py files themselves).
 For each problem, in one child process (problem code is run outside this one, with a time limit per problem):
-read_problem (the KernelBench shape: Model, get_inputs, get_init_inputs), check_problem (Model built and inputs drawn
-on the meta device, or on the CPU where the meta device cannot), and the problem's work as the speed-of-light floor
-counts it (kernelskill.review.work: FLOPs and bytes on the meta device). Printed: per level, how many load and how
+read_problem (the KernelBench shape: Model, get_inputs, get_init_inputs), build_and_draw (what check_problem runs:
+Model built and inputs drawn on the meta device, or on the CPU where the meta device cannot), and the problem's work
+as the speed-of-light floor counts it (kernelskill.review.work: FLOPs and bytes on the meta device). Printed: per level, how many load and how
 many have a known floor, then every problem that fails a step, with why.
 """
 
@@ -32,7 +32,7 @@ def child(paths: list[str], timeout_s: int) -> int:
     """In the child: one JSON line per problem."""
     import signal
 
-    from kernelskill.problem import check_problem, read_problem
+    from kernelskill.problem import build_and_draw, read_problem
     from kernelskill.review.work import _measure
 
     def out_of_time(*_):
@@ -46,7 +46,7 @@ def child(paths: list[str], timeout_s: int) -> int:
         try:
             problem = read_problem(path)
             step = "check"
-            check_problem(problem)
+            build_and_draw(problem)
             step = "work"
             work = _measure(Path(path))
             row.update(flops=work.get("flops"), bytes=work.get("bytes"), precision=work.get("precision"),

@@ -12,14 +12,36 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from kernelskill import __version__
 from kernelskill.cli import app
-from kernelskill.cli_help import console, resume_command, review_progress
+from kernelskill.cli_help import GroupedCommand, PlainGroup, console, review_progress
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ["review", "optimize", "bench", "report", "doctor"]
+
+
+def command_tree() -> dict[tuple[str, ...], object]:
+    """Every command and group under `kernelskill` (memory, cache and corpus included), by its path."""
+    from kernelskill import cli
+
+    if not any(group.name == "cache" for group in cli.app.registered_groups):
+        cli._mount_optional()
+        cli._mount_cache()
+    found, pending = {}, [((), typer.main.get_command(cli.app))]
+    while pending:
+        path, command = pending.pop()
+        found[path] = command
+        pending += [((*path, name), sub) for name, sub in getattr(command, "commands", {}).items()]
+    return dict(sorted(found.items()))
+
+
+TREE = command_tree()
+PATHS = list(TREE)
+LEAVES = [path for path, command in TREE.items() if not hasattr(command, "commands")]
+# a value's type where a name should be (typer's defaults): `--gpu <str>`, `--min-top1 <float range>`, `<list[Path]>`
+TYPE_PLACEHOLDER = re.compile(r"<(str|bool|text|int|integer|float|file|dir|path|int range|float range|list\[.*?\])>")
 
 
 def help_of(*args: str) -> str:
@@ -28,20 +50,36 @@ def help_of(*args: str) -> str:
     return r.output
 
 
-@pytest.mark.parametrize("command", ["", *COMMANDS])
-def test_help_fits_80_columns_and_shows_no_type_placeholders(command):
-    text = help_of(*([command] if command else []))
+def ids(paths) -> list[str]:
+    return [" ".join(p) or "kernelskill" for p in paths]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=ids(PATHS))
+def test_every_command_and_group_uses_the_projects_help(path):
+    # before: memory, cache and corpus printed typer's default help: examples reflowed into one paragraph or
+    # wrapped mid-command, no option groups, `--gpu <str>`, and their commands' lines cut to "..."
+    expected = GroupedCommand if path in LEAVES else PlainGroup
+    assert isinstance(TREE[path], expected), f"`kernelskill {' '.join(path)}` is a {type(TREE[path]).__name__}"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=ids(PATHS))
+def test_help_fits_80_columns_and_shows_no_type_placeholders(path):
+    text = help_of(*path)
     long = [line for line in text.splitlines() if len(line) > 80]
     assert not long, long
-    assert "<bool>" not in text and "<str>" not in text  # before: flags showed as <bool>, --model as <str>
+    assert not TYPE_PLACEHOLDER.findall(text), TYPE_PLACEHOLDER.findall(text)  # before: flags as <bool>, --model <str>
     assert "╭" not in text  # plain text, not boxes that squeeze each option's text into a narrow column
+    if path not in LEAVES:  # a group lists each command with its first sentence whole, never cut to "..."
+        listed = text.split("\nCommands:\n", 1)[1]
+        assert "..." not in listed, listed
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_every_example_is_whole_and_names_only_real_options(command):
-    """Each example is a command line, continued with a backslash where it is long: joined, it parses, so a user
-    can paste it. Before, examples wrapped mid-command at 80 columns."""
-    text = help_of(command)
+@pytest.mark.parametrize("path", LEAVES, ids=ids(LEAVES))
+def test_every_example_is_whole_and_names_only_real_options(path):
+    """Each command's help ends with examples, each a command line continued with a backslash where it is long:
+    joined, it parses, so a user can paste it. Before, examples wrapped mid-command at 80 columns."""
+    text = help_of(*path)
+    assert "\nExamples:\n" in text, f"`kernelskill {' '.join(path)} -h` shows no examples"
     examples = text.split("Examples:\n", 1)[1]
     lines, joined = examples.splitlines(), []
     for line in lines:
@@ -53,10 +91,10 @@ def test_every_example_is_whole_and_names_only_real_options(command):
     for example in joined:
         example = re.sub(r"\s+\(.*\)$", "", example)  # a trailing remark in parentheses
         args = example.split()[1:]
-        if args[0] != command:  # an example of another command (bench's shows corpus import)
+        if tuple(args[:len(path)]) != path:  # an example of another command (bench's shows corpus import)
             continue
         options = {a.split("=")[0] for a in args if a.startswith("--")}
-        known = set(re.findall(r"(--[a-z][a-z0-9-]*)", help_of(command).split("Examples:")[0]))
+        known = set(re.findall(r"(--[a-z][a-z0-9-]*)", text.split("Examples:")[0]))
         assert options <= known, (example, options - known)
 
 
@@ -115,11 +153,13 @@ def test_review_progress_hands_its_stage_callback_to_a_review_that_takes_one():
         assert progress.keywords(does_not) == {}
 
 
-def test_the_bench_resume_command_repeats_the_options_with_the_run_folder():
-    argv = ["bench", "--problems", "my problems", "--model", "corpus:c", "--rounds", "0"]
-    assert resume_command("runs/b", argv) == ("kernelskill bench --problems 'my problems' --model corpus:c "
-                                             "--rounds 0 --out runs/b --resume")
-    assert resume_command("x", ["bench", "--out", "runs/b", "--resume"]) == "kernelskill bench --out runs/b --resume"
+def test_the_bench_continue_command_names_the_folder_and_repeats_only_where_it_runs():
+    # the run's settings come from its folder (tests/bench/test_bench_resume.py runs the printed command)
+    from kernelskill.bench.runner import continue_command
+
+    assert continue_command("runs/a b") == "kernelskill bench --out 'runs/a b' --resume"
+    assert continue_command("runs/b", gpus=["0", "1"], parallel=3, ray="auto", verbose=True) == (
+        "kernelskill bench --out runs/b --resume --gpus 0,1 --parallel 3 --ray auto --verbose")
 
 
 def test_doctor_names_each_piece_and_what_to_do(monkeypatch):

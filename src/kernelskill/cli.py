@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from kernelskill.cli_help import GroupedCommand, PlainGroup, console, resume_command, review_progress
+from kernelskill.cli_help import GroupedCommand, PlainGroup, console, review_progress
 from kernelskill.errors import KernelSkillError
 from kernelskill.loop.settings import Ablation, LoopSettings, Profile
 from kernelskill.settings import (
@@ -324,13 +324,16 @@ Examples:
   kernelskill bench --problems ~/KernelBench --level 1 --model openai/gpt-4o \\
       --ablation no-ltm --out runs/l1-no-ltm
   kernelskill bench --problems ~/KernelBench --model openai/gpt-4o --ray auto
+  kernelskill bench --out runs/l1 --resume
 
-Then: kernelskill report RUN_DIR. A resume repeats the run's options with --out
-RUN_DIR --resume (Ctrl-C prints it). Exit codes: 0 the run finished (whatever
+Then: kernelskill report RUN_DIR. A resume keeps the run's own settings
+(problems, tasks, model, rounds, budgets); give --rounds or a budget only to
+raise it (Ctrl-C prints the command). Exit codes: 0 the run finished (whatever
 the tasks' verdicts), 2 bad input, 7 no usable model, 130 interrupted.""")
 def bench(
-    problems: Path = typer.Option(..., metavar="DIR", rich_help_panel=PROBLEMS, help="A KernelBench checkout or "
-                                  "a folder of KernelBench-format files (one level, named after the folder)."),
+    problems: Optional[Path] = typer.Option(None, metavar="DIR", rich_help_panel=PROBLEMS, help="[required] A "
+                                            "KernelBench checkout or a folder of KernelBench-format files (one level, "
+                                            "named after the folder). A --resume takes the run's own."),
     level: Optional[str] = typer.Option(None, metavar="L", rich_help_panel=PROBLEMS,
                                         help="Levels to run, e.g. 1,2 (default: all found)."),
     tasks: Optional[str] = typer.Option(None, metavar="LIST", rich_help_panel=PROBLEMS,
@@ -368,7 +371,7 @@ def bench(
     out: Optional[Path] = typer.Option(None, metavar="DIR", rich_help_panel=RUN,
                                        help="Run folder (default runs/bench-<time>)."),
     resume: bool = typer.Option(False, "--resume", rich_help_panel=RUN,
-                                help="Continue the run in --out: finished tasks are skipped."),
+                                help="Continue the run in --out with its own settings: finished tasks are skipped."),
     verbose: bool = typer.Option(False, "--verbose", "-v", rich_help_panel=RUN,
                                  help="Print every round of every task."),
 ) -> None:
@@ -378,37 +381,33 @@ def bench(
     metrics (Success, Speedup, Fast_1) and every task's outcome."""
     from kernelskill.bench.discover import parse_gpus, parse_indices, parse_levels
     from kernelskill.bench.display import BenchDisplay
-    from kernelskill.bench.runner import BenchRequest, refuse_replay, run_bench
-    from kernelskill.llm.base import LLMError
-    from kernelskill.llm.registry import make_client, no_model_message
+    from kernelskill.bench.runner import BenchRequest, continue_command, refuse_replay, resolve, run_bench
+    from kernelskill.llm.registry import make_client
     from kernelskill.settings import from_options
 
     if resume and out is None:
         raise KernelSkillError("--resume needs --out RUN_DIR: the run folder of the run to continue")
-    if warm_jobs is not None and baseline != "compile":
-        raise KernelSkillError("--warm-jobs sets how many torch.compile warm-ups run at once for --baseline compile; "
-                               "add --baseline compile, or leave --warm-jobs out")
-    if not model:
-        message = no_model_message().replace("kernelskill optimize PROBLEM.py", "kernelskill bench --problems DIR")
-        raise LLMError(message)
-    refuse_replay(model)
     if out is None:  # named now, so that Ctrl-C can print the command that continues this run
         out = Path("runs") / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    request = from_options(
+    request = resolve(from_options(
         BenchRequest, {}, problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model,
         base_url=base_url, backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation,
         baseline=baseline, warm_jobs=warm_jobs, out=out, resume=resume, ray=ray,
         **_settings(dict(seeds=seeds, rounds=rounds, profile=profile),
                     dict(device=device, trials=trials, iters=iters, warmup=warmup, rules=rules),
                     max_tokens_per_task, max_cost_per_task),
-    )
-    client = make_client(model, base_url)
+    ))  # a resume's settings are the run's own from here on
+    assert request.model is not None
+    refuse_replay(request.model)
+    client = make_client(request.model, request.base_url)  # a missing key fails before any work
     out_console = console()
     try:
         with BenchDisplay(out_console, verbose=verbose) as display:
             results = run_bench(request, client=client, on_event=display)
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/] after the rounds in flight. Continue with: {escape(resume_command(out))}",
+        again = continue_command(out, gpus=request.gpus, parallel=parallel, ray=ray, warm_jobs=warm_jobs,
+                                 verbose=verbose)
+        err.print(f"[yellow]interrupted[/] after the rounds in flight. Continue with: {escape(again)}",
                   soft_wrap=True, highlight=False)
         raise typer.Exit(130) from None
     o = results.overall

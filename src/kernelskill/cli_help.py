@@ -9,14 +9,14 @@ are printed as written, ready to paste.
 
 from __future__ import annotations
 
-import shlex
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
@@ -34,11 +34,13 @@ class GroupedCommand(TyperCommand):
             record = param.get_help_record(ctx)
             if record is None:
                 continue
+            name = record[0]
             if getattr(param, "param_type_name", None) == "argument":
                 group = "Arguments"
+                name = re.sub(r" <[^|>]*>$", "", name)  # its name says what it is: `PROBLEM`, not `PROBLEM <path>`
             else:
                 group = getattr(param, "rich_help_panel", None) or GENERAL
-            groups.setdefault(group, []).append((record[0], _plain(record[1])))
+            groups.setdefault(group, []).append((name, _plain(record[1])))
         if "Arguments" in groups:  # arguments first, -h and anything ungrouped last
             groups = {"Arguments": groups.pop("Arguments"), **groups}
         if GENERAL in groups:
@@ -52,10 +54,37 @@ class GroupedCommand(TyperCommand):
 
 
 class PlainGroup(TyperGroup):
-    """The root: its commands listed with their one-line help, its epilog kept as written."""
+    """A group (the root, `memory`, `cache`, `corpus`): its commands listed with their first sentence whole (wrapped,
+    never cut to "..."), its epilog kept as written."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.short_help or _first_sentence(command.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def format_epilog(self, ctx: Any, formatter: Any) -> None:
         write_epilog(self.epilog, formatter)
+
+
+def sub_app(name: str, help: str) -> typer.Typer:
+    """A group of commands under the root (`kernelskill memory ...`) with the root's manners: plain help in groups,
+    -h, no shell-completion options of its own. Its commands take `cls=GroupedCommand` and an epilog of examples."""
+    return typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=False, cls=PlainGroup,
+                       rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+def _first_sentence(text: str) -> str:
+    """The help's first sentence, whole: up to the first period that ends a sentence in the first paragraph."""
+    words = text.partition("\n\n")[0].split()
+    for i, word in enumerate(words):
+        if word.endswith(".") and (i == len(words) - 1 or not words[i + 1][:1].islower()):
+            return " ".join(words[: i + 1])
+    return " ".join(words)
 
 
 def write_epilog(epilog: str | None, formatter: Any) -> None:
@@ -124,13 +153,3 @@ def review_progress(text: str, quiet: bool = False) -> Iterator[_Progress]:
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(escape(text), stage="", total=None)
         yield _Progress(lambda name: bar.update(task, stage=escape(name)))
-
-
-def resume_command(out: Path | str, argv: list[str] | None = None) -> str:
-    """The command line that continues an interrupted bench: the same options, the run folder named, --resume."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "--out" not in args and not any(a.startswith("--out=") for a in args):
-        args += ["--out", str(out)]
-    if "--resume" not in args:
-        args.append("--resume")
-    return shlex.join(["kernelskill", *args])

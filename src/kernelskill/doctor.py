@@ -217,7 +217,8 @@ def _sandbox() -> list[Check]:
     try:
         env = confine.environment(None, interpret=False, sandbox=sandbox)
         try:
-            code, output = run_confined("kernelskill.doctor", ["--probe"], env, timeout=300)
+            done = run_confined("kernelskill.doctor", ["--probe"], env, timeout=300)
+            code, output = done.code, done.output.decode(errors="replace")
         except (OSError, ZygoteError) as exc:
             return [
                 Check(

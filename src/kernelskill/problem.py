@@ -1,9 +1,11 @@
 """KernelBench problems: a Python file with `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`.
 
 `read_problem` checks the file's shape without running it (cheap, safe to do in the parent process).
-`instantiate_problem` executes it and validates what `get_inputs` / `get_init_inputs` return; it runs inside the
-review worker. `check_problem` runs it once, cheaply, before `optimize` or `bench` asks a model anything. All raise
-`ProblemError` with a message that names the file and says what is wrong.
+`instantiate_problem` executes it and validates what `get_inputs` / `get_init_inputs` return, and `build_and_draw`
+builds Model and draws one set of inputs: they run only in confined child processes (the review worker, and the
+problem probe, review/probe.py, whose `check_problem` runs a problem once before `optimize` or `bench` asks a model
+anything), never in the harness, which holds the API keys. All raise `ProblemError` with a message that names the
+file and says what is wrong.
 """
 
 from __future__ import annotations
@@ -108,8 +110,8 @@ def _where(exc: BaseException, filename: str) -> str:
 
 
 def instantiate_problem(problem: Problem, module_name: str = "kernelskill_problem") -> LoadedProblem:
-    """Execute the problem file and check its three entry points. Runs in the review worker (and, once per task,
-    in `check_problem`)."""
+    """Execute the problem file and check its three entry points. Runs in the review worker and in the problem
+    probe (review/probe.py), never in the harness."""
     import torch.nn as nn
 
     filename = str(problem.path)
@@ -151,9 +153,10 @@ def call_entry(problem: Problem, fn, name: str) -> list:
 _CHECKS = itertools.count()
 
 
-def check_problem(problem: Problem) -> None:
+def build_and_draw(problem: Problem) -> None:
     """Load the problem, build Model and draw one set of inputs, as the review worker will: a problem whose
-    `get_inputs()` raises would otherwise cost every seed's LLM call before its first review said so.
+    `get_inputs()` raises would otherwise cost every seed's LLM call before its first review said so. Problem code
+    runs here: call it only in a confined child (review/probe.py's `check_problem` does).
 
     It runs on PyTorch's meta device first (shapes without memory: a KernelBench input of several GB costs
     nothing), and only when that fails, again on the CPU, whose error is the one reported: some problems need real
@@ -167,7 +170,7 @@ def check_problem(problem: Problem) -> None:
 
 
 def _build_and_draw(problem: Problem, device) -> None:
-    name = f"kernelskill_problem_check_{next(_CHECKS)}"  # its own module: bench checks tasks from several threads
+    name = f"kernelskill_problem_check_{next(_CHECKS)}"  # its own module, apart from the work count's
     try:
         loaded = instantiate_problem(problem, name)
         with device:

@@ -11,7 +11,8 @@ from kernelskill.bench.runner import BenchRequest, run_bench
 from kernelskill.errors import ProblemError
 from kernelskill.loop.optimize import OptimizeRequest, optimize
 from kernelskill.loop.settings import LoopSettings
-from kernelskill.problem import check_problem, read_problem
+from kernelskill.problem import read_problem
+from kernelskill.review.probe import check_problem
 from kernelskill.settings import ReviewSettings
 from kernelskill.store import RunStore
 

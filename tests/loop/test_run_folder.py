@@ -29,9 +29,9 @@ def optimize_request(out: Path, **loop) -> OptimizeRequest:
                            review=ReviewSettings(device="cpu"))
 
 
-def bench_request(problems: Path, out: Path, *, resume=False, rounds=0, model="script:") -> BenchRequest:
+def bench_request(problems: Path, out: Path, *, resume=False, rounds=0, model="script:", seeds=1) -> BenchRequest:
     return BenchRequest(problems=problems, model=model, out=out, resume=resume, parallel=1,
-                        loop=LoopSettings(seeds=1, rounds=rounds, profile="off"), review=ReviewSettings(device="cpu"))
+                        loop=LoopSettings(seeds=seeds, rounds=rounds, profile="off"), review=ReviewSettings(device="cpu"))
 
 
 def problem_folder(path: Path) -> Path:
@@ -81,7 +81,7 @@ def test_cli_second_resume_exits_2_with_one_line_naming_the_pid(tmp_path):
 
 # ---- what a resume may change -------------------------------------------------------------------------------------
 
-def test_bench_resume_refuses_other_problems_rounds_or_model_and_names_each(tmp_path):
+def test_bench_resume_refuses_other_problems_seeds_or_model_and_names_each(tmp_path):
     folder, out = problem_folder(tmp_path / "p"), tmp_path / "run"
     run_bench(bench_request(folder, out), client=AgentScript(generator=[kernel("correct", 1.0)]),
               evaluator=FakeEvaluator())
@@ -91,10 +91,10 @@ def test_bench_resume_refuses_other_problems_rounds_or_model_and_names_each(tmp_
     message = str(info.value)
     assert f"--problems: {folder} when the run started, {other} now" in message and "--out" in message
     with pytest.raises(KernelSkillError) as info:
-        run_bench(bench_request(folder, out, resume=True, rounds=2, model="script:other"), client=AgentScript(),
+        run_bench(bench_request(folder, out, resume=True, seeds=2, model="script:other"), client=AgentScript(),
                   evaluator=FakeEvaluator())
     message = str(info.value)
-    assert "--rounds: 0 when the run started, 2 now" in message
+    assert "--seeds: 1 when the run started, 2 now" in message
     assert "--model: script: when the run started, script:other now" in message
     # the same settings (the folder named another way) resume: the finished task is skipped, nothing is asked
     results = run_bench(bench_request(tmp_path / "p" / ".." / "p", out, resume=True), client=AgentScript(),

@@ -109,8 +109,11 @@ def test_the_code_features_see_what_each_case_is_about(kb):
 FAKE_PYTHON = f"""#!{sys.executable}
 import json, sys
 args = sys.argv[1:]
-if args[:2] == ["-m", "kernelskill.review.work"]:
-    print(json.dumps({{"source": "flop_counter", "flops": 0.0, "bytes": 32768.0, "precision": "fp32"}}))
+if args[:2] == ["-m", "kernelskill.review.probe"]:  # the problem probe: its check, then its count
+    sys.stdin.read()
+    print(json.dumps({{"kind": "checked"}}))
+    print(json.dumps({{"kind": "counted", "work": {{"source": "flop_counter", "flops": 0.0, "bytes": 32768.0,
+                                                    "precision": "fp32"}}}}))
     sys.exit(0)
 if args[0] == "-c":
     print("fake 1.0")  # a build (imports the candidate) or an environment probe

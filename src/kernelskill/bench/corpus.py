@@ -20,6 +20,7 @@ from pathlib import Path
 
 import typer
 
+from kernelskill.cli_help import GroupedCommand, sub_app
 from kernelskill.errors import KernelSkillError
 from kernelskill.folders import write_atomically
 from kernelskill.llm.corpus import CorpusEntry, CorpusIndex, normalize, read_index, source_sha, write_index
@@ -142,29 +143,39 @@ def _write(path: Path, text: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------------- CLI
-corpus_app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+corpus_app = sub_app("corpus", "Published kernels as a corpus for --model corpus:DIR.")
 
 
-@corpus_app.command("import", epilog=(
-    "Examples:\n\n"
-    "  kernelskill corpus import CUDA-L1/optimized_cuda_code/h100.json --names-from KernelBench --out corpora/l1\n\n"
-    "  kernelskill bench --problems corpora/l1/problems --model corpus:corpora/l1 --backend cuda --seeds 1 "
-    "--rounds 0 --rules kernelbench --out runs/cuda-l1"))
+@corpus_app.command("import", cls=GroupedCommand, epilog="""\
+Examples:
+  kernelskill corpus import examples/tour/kernels --names-from examples/tour \\
+      --out runs/tour-corpus
+  kernelskill corpus import CUDA-L1/optimized_cuda_code/h100.json \\
+      --names-from KernelBench --out corpora/l1
+
+Then: kernelskill bench --problems corpora/l1/problems --model corpus:corpora/l1
+--seeds 1 --rounds 0 (each task's seed is its published kernel).""")
 def import_command(
-    source: Path = typer.Argument(..., help="A JSON / JSON Lines file of published kernels, or a folder of them."),
-    out: Path = typer.Option(..., help="The corpus folder to write (corpus.json, problems/, kernels/)."),
-    names_from: Path = typer.Option(None, help="A KernelBench checkout: name tasks after its problem files and "
-                                    "take references from it where the source has none."),
-    label: str = typer.Option(None, help="Where the kernels came from, kept in the index (default: SOURCE)."),
-    level: str = typer.Option(None, help="The level of records or files that do not say."),
+    source: Path = typer.Argument(..., metavar="SOURCE", show_default=False,
+                                  help="A JSON / JSON Lines file of published kernels, or a folder of them."),
+    out: Path = typer.Option(..., metavar="DIR", help="The corpus folder to write (corpus.json, problems/, "
+                             "kernels/)."),
+    names_from: Path = typer.Option(None, metavar="DIR", help="A KernelBench checkout: name tasks after its problem "
+                                    "files and take references from it where the source has none."),
+    label: str = typer.Option(None, metavar="TEXT", help="Where the kernels came from, kept in the index "
+                              "(default: SOURCE)."),
+    level: str = typer.Option(None, metavar="L", help="The level of records or files that do not say."),
 ) -> None:
     """Import published kernels as a corpus that `--model corpus:DIR` serves as seeds."""
     index = import_corpus(source, out, names_from, label, level)
     _summary(out, index)
 
 
-@corpus_app.command("show")
-def show_command(corpus: Path = typer.Argument(..., help="A corpus folder.")) -> None:
+@corpus_app.command("show", cls=GroupedCommand, epilog="""\
+Examples:
+  kernelskill corpus show runs/tour-corpus""")
+def show_command(corpus: Path = typer.Argument(..., metavar="DIR", show_default=False,
+                                               help="A corpus folder.")) -> None:
     """What a corpus holds, per level."""
     _summary(corpus, read_index(corpus))
 

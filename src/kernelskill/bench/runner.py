@@ -30,26 +30,26 @@ from kernelskill.llm.accounting import Budget
 from kernelskill.llm.base import LLMAuthError, LLMClient
 from kernelskill.loop.context import Event, task_context
 from kernelskill.loop.evaluator import Evaluator, pooled_evaluator, wants_profiles
-from kernelskill.loop.setup import open_run
+from kernelskill.loop.setup import open_run, resume_stored_run, with_run_settings
 from kernelskill.loop.runner import TaskRunner
 from kernelskill.loop.settings import Ablation, LoopSettings
 from kernelskill.loop.state import LoopState
-from kernelskill.problem import check_problem, read_problem
+from kernelskill.problem import read_problem
+from kernelskill.review.probe import SandboxUnavailable, check_problem
 from kernelskill.redact import redact_url
 from kernelskill.report.results import BenchResults, TaskResult, build_results, write_results
 from kernelskill.settings import Backend, Baseline, ReviewSettings
 from kernelskill.store import RunStore, safe_name
 from kernelskill.loop.outcome import summarize
-from kernelskill.store.resume import refuse_changes
 
 
 class BenchRequest(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    problems: Path
+    problems: Path | None = None  # None only on a resume: the run's own folder of problems
     levels: set[str] | None = None
     indices: set[int] | None = None
-    model: str
+    model: str | None = None  # None only on a resume: the run's own model
     base_url: str | None = None
     backend: Backend = "triton"
     gpus: list[str] | None = None  # None: every visible GPU (or the CPU)
@@ -88,6 +88,52 @@ def refuse_replay(model: str) -> None:
         )
 
 
+# how a resume reads bench's own settings from the run's config (loop/setup.py with_run_settings)
+RUN_SETTINGS = {
+    "problems": lambda config: Path(config["problems"]),
+    "levels": lambda config: set(config["levels"]) if config.get("levels") else None,
+    "indices": lambda config: set(config["tasks"]) if config.get("tasks") else None,
+    "ablation": lambda config: config.get("ablation") or "none",
+    "baseline": lambda config: config.get("baseline"),
+}
+
+
+def resolve(request: BenchRequest) -> BenchRequest:
+    """The request a run starts or resumes with: on a resume, every setting not given is the run's own (its
+    problems, tasks, model, rounds, budgets, review settings); a new run must name its problems and model."""
+    if request.resume:
+        if request.out is None:
+            raise KernelSkillError("--resume needs --out RUN_DIR: the run folder of the run to continue")
+        request = with_run_settings(request, "bench", RUN_SETTINGS)
+    elif request.problems is None:
+        raise KernelSkillError("bench needs --problems DIR: a KernelBench checkout or a folder of KernelBench-format "
+                               "problem files")
+    if not request.model:
+        from kernelskill.llm.base import LLMError
+        from kernelskill.llm.registry import no_model_message
+
+        raise LLMError(no_model_message().replace("kernelskill optimize PROBLEM.py", "kernelskill bench --problems DIR"))
+    if request.warm_jobs is not None and request.baseline != "compile":
+        raise KernelSkillError("--warm-jobs sets how many torch.compile warm-ups run at once for --baseline compile; "
+                               "add --baseline compile, or leave --warm-jobs out")
+    return request
+
+
+def continue_command(out: Path | str, *, gpus: list[str] | None = None, parallel: int | None = None,
+                     ray: str | None = None, warm_jobs: int | None = None, verbose: bool = False) -> str:
+    """The command that continues an interrupted bench, ready to paste: the run's settings (problems, tasks, model,
+    rounds, budgets, review settings) come from its folder; only where it runs (--gpus, --parallel, --ray,
+    --warm-jobs, -v), which the run does not keep, is repeated as given."""
+    import shlex
+
+    args = ["kernelskill", "bench", "--out", str(out), "--resume"]
+    for flag, value in (("--gpus", ",".join(gpus) if gpus else None), ("--parallel", parallel), ("--ray", ray),
+                        ("--warm-jobs", warm_jobs)):
+        if value is not None:
+            args += [flag, str(value)]
+    return shlex.join(args + (["--verbose"] if verbose else []))
+
+
 def run_bench(
     request: BenchRequest,
     *,
@@ -97,6 +143,8 @@ def run_bench(
     stop: threading.Event | None = None,
 ) -> BenchResults:
     """Run (or resume) the benchmark. `client` and `evaluator` replace the real ones in tests."""
+    request = resolve(request)
+    assert request.problems is not None and request.model is not None
     if client is None:
         refuse_replay(request.model)
     tasks = discover(request.problems, request.levels, request.indices)
@@ -115,7 +163,7 @@ def run_bench(
         run_id, config = _run_row(store, request, loop, run.review, evaluator)
         config["run_dir"] = str(store.run_dir)
         config["run_id"] = run_id
-        client = run.client(request.model, request.base_url, given=client)
+        client = run.client(request.model, request.base_url, given=client)  # a missing key stops it here
         bench = _Bench(store, run_id, config, tasks, client, run.knowledge(loop), evaluator, loop, run.review,
                        request, on_event, stop)
         return bench.run()
@@ -146,12 +194,10 @@ def _run_row(store: RunStore, request: BenchRequest, loop: LoopSettings, review:
         **evaluator.placement(),  # which GPUs, or which cluster, placed the evaluations
     }
     if not request.resume:
+        assert request.model is not None
         return store.add_run("bench", request.model, config), config
-    run = store.latest_run()
-    if run is None or run.kind != "bench":
-        raise KernelSkillError(f"{store.db_path} holds no bench run to resume")
-    refuse_changes(store.run_dir, run.config, config)  # one run folder never mixes two problem sets or protocols
-    store.set_run_status(run.id, "running")
+    # one run folder never mixes two problem sets or protocols; more rounds or a larger budget may be asked for
+    run = resume_stored_run(store, "bench", config)
     return run.id, dict(run.config)
 
 
@@ -280,7 +326,7 @@ class _Bench:
         self.on_event(BenchEvent(kind="task_started", task=t.name))
         try:
             result = self._optimize(t, row.id)
-        except LLMAuthError as exc:
+        except (LLMAuthError, SandboxUnavailable) as exc:  # every task would fail the same way: the run stops
             self.fatal = exc
             self.stop.set()
             self.store.set_task_status(row.id, "failed", reason=str(exc))
@@ -300,7 +346,7 @@ class _Bench:
 
     def _optimize(self, t: BenchTask, task_id: int) -> TaskResult:
         problem = read_problem(t.path)
-        check_problem(problem)  # a problem that cannot run fails its task before any model is asked
+        check_problem(problem)  # a problem that cannot run (in a confined child) fails its task before any model is asked
 
         def on_event(e: Event) -> None:
             if e.kind == "round" and e.record is not None:

@@ -28,14 +28,14 @@ from kernelskill.loop.context import Event, task_context
 from kernelskill.loop.evaluator import Evaluator, local_evaluator, wants_profiles
 from kernelskill.loop.runner import TaskRunner
 from kernelskill.loop.settings import LoopSettings
-from kernelskill.loop.setup import RunSetup, open_run
+from kernelskill.loop.setup import RunSetup, open_run, resume_stored_run, with_run_settings
 from kernelskill.loop.state import LoopState
-from kernelskill.problem import Problem, check_problem, read_problem
-from kernelskill.redact import MASK, redact_url
+from kernelskill.problem import Problem, read_problem
+from kernelskill.review.probe import check_problem
+from kernelskill.redact import redact_url
 from kernelskill.settings import Backend, ReviewSettings
 from kernelskill.store import RunStore
 from kernelskill.loop.outcome import TaskOutcome, summarize
-from kernelskill.store.resume import refuse_changes, stored_run
 
 
 class OptimizeRequest(BaseModel):
@@ -95,7 +95,8 @@ def optimize(
     """Run (or resume) the loop on one problem. `client` and `evaluator` replace the real ones in tests."""
     start = time.monotonic()
     problem = read_problem(request.problem)  # a malformed problem fails here, before any model is asked
-    check_problem(problem)  # ... and one whose Model or get_inputs() raises, before any run folder is made
+    # ... and one whose Model or get_inputs() raises (in a confined child), before any run folder is made
+    check_problem(problem)
     if request.resume and request.out is None:
         raise KernelSkillError("--resume needs --out DIR: the run folder of the run to continue")
     if not request.resume and not request.model:
@@ -103,50 +104,13 @@ def optimize(
         from kernelskill.llm.registry import no_model_message
 
         raise LLMError(no_model_message())
-    if request.resume:  # the run's own settings, unless the command gave them (and may raise), read while held
-        from kernelskill.store.lock import hold_run_folder
-
-        with hold_run_folder(request.out, create=False, command="optimize"):
-            request = with_run_settings(request)
+    if request.resume:  # the run's own settings, unless the command gave them (and may raise)
+        request = with_run_settings(request, "optimize")
     owned = evaluator is None
     evaluator = evaluator or local_evaluator(request.review.device, request.backend)
     with open_run(request.out or default_run_dir(problem.path), "optimize", resume=request.resume,
                   evaluator=evaluator, backend=request.backend, review=request.review, owns_evaluator=owned) as run:
         return _optimize_in(run, request, problem, client, on_event, start)
-
-
-# a resume may ask for more of these explicitly; every other setting must stay as the run began
-MAY_RAISE = frozenset({"loop.rounds", "budget.max_tokens", "budget.max_cost"})
-
-
-def with_run_settings(request: OptimizeRequest) -> OptimizeRequest:
-    """The resuming request with every setting the command did not give taken from the run's stored config, so
-    `optimize P --out DIR --resume` continues exactly the run that was started (its --rounds, budgets, model ...).
-    Settings the command did give are kept as given; `_run_and_task` then refuses any that differ from the run's,
-    except more rounds or a larger budget."""
-    assert request.out is not None
-    model, config = stored_run(request.out, kind="optimize")
-    fields: dict = {}
-    if "backend" not in request.model_fields_set and config.get("backend"):
-        fields["backend"] = config["backend"]
-    if not request.model:
-        fields["model"] = model
-    if "base_url" not in request.model_fields_set and config.get("base_url"):
-        if MASK in config["base_url"]:
-            raise KernelSkillError(
-                f"the run in {request.out} reached its model through a URL with credentials, which the run folder "
-                "does not keep: add --base-url with the full URL to the resume command")
-        fields["base_url"] = config["base_url"]
-    for name, model_cls in (("loop", LoopSettings), ("review", ReviewSettings), ("budget", Budget)):
-        given = getattr(request, name)
-        stored = {k: v for k, v in (config.get(name) or {}).items() if k in model_cls.model_fields}
-        merged = {**stored, **given.model_dump(include=given.model_fields_set)}
-        try:
-            fields[name] = model_cls.model_validate(merged)
-        except ValueError as exc:
-            raise KernelSkillError(f"the run in {request.out} holds {name} settings this version cannot read "
-                                   f"({exc.__class__.__name__}); start a new run with another --out") from None
-    return request.model_copy(update=fields)
 
 
 def continue_command(problem: Path | str, out: Path | str) -> str:
@@ -198,12 +162,7 @@ def _run_and_task(store: RunStore, request: OptimizeRequest, problem, device: st
         run_id = store.add_run("optimize", request.model, config)
         task_id = store.add_task(run_id, problem.name, str(problem.path), problem.source)
         return run_id, task_id, request.loop, request.model
-    run = store.latest_run()
-    if run is None:
-        raise KernelSkillError(f"{store.db_path} holds no run to resume")
-    # more rounds continue the same trajectory; anything else would mix two experiments in one folder
-    refuse_changes(store.run_dir, {**run.config, "model": run.model}, {**config, "model": request.model},
-                   may_raise=MAY_RAISE)
+    run = resume_stored_run(store, "optimize", {**config, "model": request.model})
     task = store.find_task(run.id, problem.name)
     if task is None:
         names = ", ".join(t.name for t in store.tasks(run.id)) or "none"
@@ -213,13 +172,6 @@ def _run_and_task(store: RunStore, request: OptimizeRequest, problem, device: st
             f"{problem.path} changed since the run in {store.run_dir} started; resume with the same problem file, "
             "or start a new run with another --out"
         )
-    store.set_run_status(run.id, "running")
-    if request.loop.rounds != run.config.get("loop", {}).get("rounds") or request.budget.model_dump(
-            mode="json") != run.config.get("budget"):
-        # more rounds or a larger budget, asked for explicitly: the run's config says so from now on, so the next
-        # resume keeps them
-        store.update_run_config(run.id, {**run.config, "loop": request.loop.model_dump(mode="json"),
-                                         "budget": request.budget.model_dump(mode="json")})
     return run.id, task.id, request.loop, request.model
 
 

@@ -10,15 +10,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelskill.cli_help import GroupedCommand, sub_app
 from kernelskill.errors import KernelSkillError
 from kernelskill.review.cuda import cache
 
-cache_app = typer.Typer(
-    name="cache",
-    help="The CUDA build cache: what it holds, and pruning it.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+cache_app = sub_app("cache", "The CUDA build cache: what it holds, and pruning it.")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 
@@ -57,12 +53,15 @@ def _limit() -> int | None:
         raise KernelSkillError(str(exc)) from None
 
 
-@cache_app.command()
-def show(as_json: JsonOpt = False) -> None:
-    """Where the cache is, how big it is per kind of entry, and the limit it is pruned to.
+@cache_app.command(cls=GroupedCommand, epilog="""\
+Examples:
+  kernelskill cache show
+  kernelskill cache show --json
 
-    Example: kernelskill cache show
-    """
+The cache lives in KERNELSKILL_CACHE (set it to move the cache); its limit is
+KERNELSKILL_CACHE_MAX_GB.""")
+def show(as_json: JsonOpt = False) -> None:
+    """Where the cache is, how big it is per kind of entry, and the limit it is pruned to."""
     _limit()
     u = cache.usage()
     if as_json:
@@ -82,19 +81,18 @@ def show(as_json: JsonOpt = False) -> None:
     console.print(table)
 
 
-@cache_app.command(
-    epilog=(
-        "Examples:\n\n"
-        "  kernelskill cache prune                     (down to KERNELSKILL_CACHE_MAX_GB, default 20)\n\n"
-        "  kernelskill cache prune --max-size 5G --dry-run\n\n"
-        "  kernelskill cache prune --older-than 30d\n\n"
-        "  kernelskill cache prune --all               (everything not in use)"
-    )
-)
+@cache_app.command(cls=GroupedCommand, epilog="""\
+Examples:
+  kernelskill cache prune                     (down to the limit, default 20 GB)
+  kernelskill cache prune --max-size 5G --dry-run
+  kernelskill cache prune --older-than 30d
+  kernelskill cache prune --all               (everything not in use)""")
 def prune(
-    max_size: Annotated[Optional[str], typer.Option(help="Keep at most this much, least recently used removed first "  # noqa: UP045
-                                                         "(500M, 20G ...). Default: the limit.")] = None,
-    older_than: Annotated[Optional[str], typer.Option(help="Remove entries unused for this long (12h, 30d ...).")] = None,  # noqa: UP045
+    max_size: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        metavar="SIZE", help="Keep at most this much, least recently used removed first (500M, 20G ...). Default: "
+        "the limit (KERNELSKILL_CACHE_MAX_GB).")] = None,
+    older_than: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        metavar="AGE", help="Remove entries unused for this long (12h, 30d ...).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Remove every entry not in use.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would go; remove nothing.")] = False,
     as_json: JsonOpt = False,

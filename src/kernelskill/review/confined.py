@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernelskill.review import confine
@@ -45,12 +46,23 @@ def zygote_for(env: dict[str, str]) -> Zygote:
     return zygote
 
 
-def run_confined(module: str, args: list[str], env: dict[str, str], timeout: float,
-                 max_output: int = 4 << 20) -> tuple[int | None, str]:
-    """Run module `module` with `args` as a child of the zygote of `env` (a sandbox environment from
-    `clean_environment`), confined as a review worker is: a fresh scratch folder as its working directory, HOME and
-    TMPDIR, removed after. Returns (its exit status, None when it ran past `timeout` and was killed; its stdout and
-    stderr together, the first `max_output` bytes). Raises ZygoteError when it could not be started."""
+@dataclass
+class Confined:
+    """How a one-off confined child ended: its exit status (None: killed at its time limit), what it printed (stdout
+    and stderr together, the tail when there was more than the limit) and what it wrote to its result pipe (the
+    head), each cut to the limit."""
+
+    code: int | None
+    output: bytes
+    result: bytes
+
+
+def run_confined(module: str, args: list[str], env: dict[str, str], timeout: float, stdin: bytes = b"",
+                 max_output: int = 4 << 20) -> Confined:
+    """Run module `module` as a child of the zygote of `env` (a sandbox environment from `clean_environment`),
+    confined as a review worker is: a fresh scratch folder as its working directory, HOME and TMPDIR, removed after;
+    `stdin` on its standard input; its result pipe's descriptor number in place of `zygote.RESULT_FD` in `args`.
+    Whatever it started dies with it. Raises ZygoteError when it could not be started."""
     child_env, scratch = confine.scratch_environment(env)
     confine.protect_harness(env)
     stdin_r, stdin_w = os.pipe()
@@ -66,32 +78,43 @@ def run_confined(module: str, args: list[str], env: dict[str, str], timeout: flo
     finally:
         for fd in (stdin_r, out_w, result_w):
             os.close(fd)
-    os.close(stdin_w)
-    os.close(result_r)
-    output, deadline, code = bytearray(), time.monotonic() + timeout, None
+    threading.Thread(target=_feed, args=(stdin_w, stdin), daemon=True).start()
+    output, result, deadline, code = bytearray(), bytearray(), time.monotonic() + timeout, None
+    open_fds = [out_r, result_r]
     try:
-        while (remaining := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([out_r], [], [], min(remaining, 0.5))
-            if not ready:
-                continue
-            chunk = os.read(out_r, 1 << 16)
-            if not chunk:  # every process of its namespace has closed it: it is done
-                break
-            output += chunk[:max(0, max_output - len(output))]
-        else:
-            if child.poll() is None:  # (a pid the zygote reaped may soon be another process's)
-                kill_tree(child.pid)
+        while open_fds and (remaining := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select(open_fds, [], [], min(remaining, 0.5))
+            for fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:  # every process of its namespace has closed it
+                    open_fds.remove(fd)
+                elif fd == out_r:  # the tail of what it printed (the end is where a traceback is)
+                    output += chunk
+                    del output[:max(0, len(output) - max_output)]
+                else:
+                    result += chunk[:max(0, max_output - len(result))]
+        if open_fds and child.poll() is None:  # (a pid the zygote reaped may soon be another process's)
+            kill_tree(child.pid)
         try:
             code = child.wait(timeout=30)
         except subprocess.TimeoutExpired:
             if child.poll() is None:
                 kill_tree(child.pid)
-        if time.monotonic() >= deadline:
+        if open_fds:
             code = None
     finally:
         os.close(out_r)
+        os.close(result_r)
         shutil.rmtree(scratch, ignore_errors=True)
-    return code, output.decode(errors="replace")
+    return Confined(code, bytes(output), bytes(result))
+
+
+def _feed(fd: int, data: bytes) -> None:
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError:  # it ended before reading it all: its exit says why
+        pass
 
 
 def _close_zygotes() -> None:

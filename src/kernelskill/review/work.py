@@ -7,20 +7,22 @@ arithmetic) under `torch.utils.flop_counter.FlopCounterMode`. Bytes are the inpu
 and buffers, each moved once - the least DRAM traffic any implementation needs. FLOPs count what the FLOP counter
 knows (matmul, conv, attention); elementwise work is not counted, so the floor stays a lower bound.
 
-The problem file is the user's code; it runs in a child process (`python -m kernelskill.review.work P.py`)
-with a time limit, like every other execution of problem code outside the review worker. When anything fails
-(PyTorch missing, a get_inputs that insists on CUDA, an op without a meta kernel) the work is unknown, with the
-reason in `note`, and so is the floor.
+The problem file is the user's code: it is counted in the problem probe (review/probe.py), a confined child
+process with a time limit that also checks the problem, once per problem source. When anything fails (PyTorch
+missing, a get_inputs that insists on CUDA, an op without a meta kernel) the work is unknown, with the reason in
+`note`, and so is the floor.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from kernelskill.problem import Problem
 
 SOURCE = "flop_counter"
 
@@ -42,39 +44,50 @@ class ProblemWork(BaseModel):
     note: str | None = None  # why a part is unknown
 
 
-def measure_problem_work(problem: str | Path, timeout_s: float = 60.0, python: str = sys.executable) -> ProblemWork:
-    """The problem's work, measured in a child process; never raises for a problem that cannot be measured."""
+def measure_problem_work(problem: str | Path, timeout_s: float | None = None,
+                         python: str = sys.executable) -> ProblemWork:
+    """The problem's work, counted in the problem probe (a confined child; once per problem source in this process
+    with the default limit and interpreter); never raises for a problem that cannot be measured. A sandbox that
+    cannot be set up is a KernelSkillError (review/probe.py)."""
+    from kernelskill.errors import ProblemError
+    from kernelskill.problem import read_problem
+    from kernelskill.review import probe
+
     path = Path(problem).resolve()
     if not path.is_file():
         return ProblemWork(source=SOURCE, note=f"{path}: no such problem file")
-    command = [python, "-m", "kernelskill.review.work", str(path)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_environment())
-    except subprocess.TimeoutExpired:
-        return ProblemWork(source=SOURCE, note=f"measuring the problem's work took over {timeout_s:.0f} s")
-    except OSError as exc:
-        return ProblemWork(source=SOURCE, note=f"cannot run {python!r}: {exc}")
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return ProblemWork(source=SOURCE, note=f"measuring the problem's work failed: {tail[:300]}")
-    return ProblemWork.model_validate(json.loads(lines[-1]))
+        parsed = read_problem(path)
+    except ProblemError as exc:
+        return ProblemWork(source=SOURCE, note=f"measuring the problem's work failed: {exc}")
+    if timeout_s is None and python == sys.executable:
+        return probe.probe(parsed).work
+    return probe.run_probe(parsed, timeout_s or probe.PROBE_TIMEOUT_S, python).work
 
 
-def _environment() -> dict[str, str]:
-    # the review worker's: no secret-looking variables, and this package importable from a source checkout
-    from kernelskill.review.sandbox import clean_environment
-
-    return clean_environment()
+def count_work(problem: Problem) -> ProblemWork:
+    """The problem's work, counted in this process: problem code runs here (the probe's child calls it)."""
+    try:
+        return ProblemWork.model_validate(_count(problem))
+    except Exception as exc:  # noqa: BLE001 - any failure means "unknown", with the reason
+        return ProblemWork(source=SOURCE, note=f"measuring the problem's work failed: {type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''}")
 
 
 def _measure(path: Path) -> dict:
+    """The work of the problem file at `path`, counted in this process (scripts and tests that run it in a child
+    of their own)."""
+    from kernelskill.problem import read_problem
+
+    return _count(read_problem(path))
+
+
+def _count(problem: Problem) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from kernelskill.problem import call_entry, instantiate_problem, read_problem
+    from kernelskill.problem import call_entry, instantiate_problem
 
-    problem = read_problem(path)
     loaded = instantiate_problem(problem)
 
     def run(device: str):
@@ -113,16 +126,3 @@ def _measure(path: Path) -> dict:
     return {"source": SOURCE, "flops": flops, "bytes": float(moved), "output_bytes": float(written),
             "precision": compute_precision(dtype, flops > 0),
             "note": f"FlopCounterMode on {where}; inputs, outputs and parameters in {dtype}"}  # fmt: skip
-
-
-def main(argv: list[str]) -> int:
-    try:
-        print(json.dumps(_measure(Path(argv[1]))))
-    except Exception as exc:  # noqa: BLE001 - any failure means "unknown", reported to the parent in one line
-        print(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

@@ -183,7 +183,8 @@ class Child:
 
 # ------------------------------------------------------------------------------------------------- zygote side
 PRELOAD = ("torch", "torch._dynamo", "kernelskill.review.cuda.inline", "kernelskill.review.guards",
-           "kernelskill.review.worker.stages", "kernelskill.review.worker.serve", "kernelskill.review.work", "triton")
+           "kernelskill.review.worker.stages", "kernelskill.review.worker.serve", "kernelskill.review.work",
+           "kernelskill.review.probe", "triton")
 
 
 def _preload(names: tuple[str, ...]) -> int | None:

@@ -2,9 +2,10 @@
 
 `optimize --resume` and `bench --resume` both compare the settings the run was started with (its config in run.db)
 with the ones the resuming command asks for, and refuse, naming every difference, when they disagree: a resumed
-benchmark with another --problems folder, other rounds, another model or other review settings would otherwise
-report one table over two problem sets or two protocols. Keys listed in `may_raise` may grow (optimize: more
-rounds continue the same trajectory); keys in IGNORED describe where or when a run ran, not what it measured.
+benchmark with another --problems folder, other seeds, another model or other review settings would otherwise
+report one table over two problem sets or two protocols. Keys listed in `may_raise` may grow (more rounds continue
+the same trajectory, a larger budget lets it spend more); keys in IGNORED describe where or when a run ran, not what
+it measured. A setting the resuming command does not give is the run's own (loop/setup.py with_run_settings).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def refuse_changes(run_dir: Path, started: dict, requested: dict, *, may_raise: 
     if diffs:
         raise KernelSkillError(
             f"cannot resume the run in {run_dir} with other settings than it started with ({'; '.join(diffs)}): "
-            f"repeat the run's own options with --resume, or start a new run with another --out"
+            "leave those options out (a resume takes the run's own), or start a new run with another --out"
             + (" (more --rounds and larger budgets are allowed)" if "loop.rounds" in may_raise else "")
         )
 

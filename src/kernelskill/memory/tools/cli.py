@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from kernelskill.cli_help import GroupedCommand, sub_app
 from kernelskill.errors import KernelSkillError
 from kernelskill.memory.knowledge import check_coverage
 from kernelskill.memory.policy.advise import BACKENDS, advise
@@ -26,16 +27,16 @@ from kernelskill.memory.tools.render import (
 )  # fmt: skip
 from kernelskill.profiling.run import ProfileSettings
 
-memory_app = typer.Typer(
-    name="memory",
-    help="Long-term memory: the expert knowledge base and the decision policy that applies it.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+memory_app = sub_app("memory", "Long-term memory: the expert knowledge base and the decision policy that applies it.")
+# option groups in -h
+EVIDENCE, PROFILE, FLOOR, BENCH, ADVICE, KNOWLEDGE = ("Captured evidence", "Profile here (a GPU with ncu)",
+                                                      "Speed of light", "Decision benchmark", "Advice",
+                                                      "Knowledge base")
 
 KnowledgeOpt = Annotated[
     Optional[Path],  # noqa: UP045 - typer reads the annotation at run time, also on Python 3.10
-    typer.Option("--knowledge", help="Knowledge-base directory (default: the one shipped).", file_okay=False),
+    typer.Option("--knowledge", metavar="DIR", rich_help_panel=KNOWLEDGE, file_okay=False,
+                 help="Knowledge-base directory (default: the one shipped)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the readable form.")]
 FileOpt = Optional[Path]  # noqa: UP045
@@ -57,22 +58,22 @@ def _console() -> Console:
     return Console(highlight=False, width=160 if wide else None)
 
 
-@memory_app.command()
+@memory_app.command(cls=GroupedCommand, epilog="""\
+Examples:
+  kernelskill memory validate
+  kernelskill memory validate --knowledge ./my_knowledge
+  kernelskill memory validate --proposal proposal.yaml
+
+Exit codes: 0 valid, 2 not (every problem is listed with file, key and what is
+wrong).""")
 def validate(
     knowledge: KnowledgeOpt = None,
     proposal: Annotated[FileOpt, typer.Option(
-        help="A proposal of `memory learn`: check the knowledge base with its cases merged in.",
-        dir_okay=False)] = None,
+        metavar="FILE", rich_help_panel=KNOWLEDGE, dir_okay=False,
+        help="A proposal of `memory learn`: check the knowledge base with its cases merged in.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check the knowledge base (schema, cross-references, coverage) and print its counts.
-
-    Exit code 0 when valid, 2 when not (every problem is listed with file, key and what is wrong).
-
-    Examples:
-      kernelskill memory validate --knowledge ./my_knowledge
-      kernelskill memory validate --proposal proposal.yaml
-    """
+    """Check the knowledge base (schema, cross-references, coverage) and print its counts."""
     with _user_errors():
         if proposal is not None:
             kb = apply_proposal(load_proposal(proposal), knowledge)
@@ -96,56 +97,70 @@ def validate(
             raise typer.Exit(code=2)
 
 
-@memory_app.command()
+@memory_app.command(cls=GroupedCommand, short_help="Show how the policy turns evidence into the allowed methods.",
+                    epilog="""\
+Examples:
+  kernelskill memory explain --metrics ncu.csv --code candidate.py
+  kernelskill memory explain --metrics ncu.csv --run-features profile.json \\
+      --json
+  kernelskill memory explain --problem problem.py --candidate candidate.py \\
+      --profile-dir /tmp/prof
+  kernelskill memory explain --problem problem.py --metrics ncu.csv \\
+      --code candidate.py --gpu h200
+  kernelskill memory explain --bench tests/data/ncu/h200/decision_bench.yaml \\
+      --id naive_gemm""")
 def explain(
-    metrics: Annotated[FileOpt, typer.Option(help="`ncu --csv --page raw` output (e.g. with --set full).",
-                                             dir_okay=False)] = None,
-    code: Annotated[FileOpt, typer.Option(help="Candidate source for code features.", dir_okay=False)] = None,
-    run_features: Annotated[FileOpt, typer.Option(help="PyTorch-profiler summary JSON: {forwards, forward_time_us, "
-                                                       "kernels}.", dir_okay=False)] = None,
+    metrics: Annotated[FileOpt, typer.Option(metavar="FILE", rich_help_panel=EVIDENCE, dir_okay=False,
+                                             help="`ncu --csv --page raw` output (e.g. with --set full).")] = None,
+    code: Annotated[FileOpt, typer.Option(metavar="FILE", rich_help_panel=EVIDENCE, dir_okay=False,
+                                          help="Candidate source for code features.")] = None,
+    run_features: Annotated[FileOpt, typer.Option(
+        metavar="FILE", rich_help_panel=EVIDENCE, dir_okay=False,
+        help="PyTorch-profiler summary JSON: {forwards, forward_time_us, kernels}.")] = None,
+    candidate: Annotated[FileOpt, typer.Option(metavar="FILE", rich_help_panel=PROFILE, dir_okay=False,
+                                               help="Candidate to profile here (with --problem).")] = None,
+    ncu: Annotated[str, typer.Option(metavar="PATH", rich_help_panel=PROFILE,
+                                     help="Nsight Compute executable (default ncu).", show_default=False)] = "ncu",
+    profile_timeout_s: Annotated[float, typer.Option(
+        metavar="S", rich_help_panel=PROFILE, min=1, show_default=False,
+        help="Time limit of ncu's run on the candidate (default 300; the plain profiler run gets 120 s).")] = 300.0,
+    profile_dir: Annotated[FileOpt, typer.Option(
+        metavar="DIR", rich_help_panel=PROFILE, file_okay=False,
+        help="Keep the driver, logs, ncu report and CSV of the profile here.")] = None,
     problem: Annotated[FileOpt, typer.Option(
+        metavar="FILE", rich_help_panel=FLOOR, dir_okay=False,
         help="Problem file: its FLOPs and bytes give the speed-of-light floor; with --candidate, also profile the "
-             "candidate on the GPU.", dir_okay=False)] = None,
+             "candidate on the GPU.")] = None,
     gpu: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        metavar="NAME", rich_help_panel=FLOOR,
         help="GPU for the floor (h200, h100_sxm, h100_pcie, a100_sxm or a device name); default: the ncu "
              "report's.")] = None,
     forward_ms: Annotated[Optional[float], typer.Option(  # noqa: UP045
-        help="Measured time of one forward of the candidate, ms (default: the profiler's or ncu's).", min=0.0)] = None,
-    candidate: Annotated[FileOpt, typer.Option(help="Candidate to profile (with --problem).", dir_okay=False)] = None,
-    kernel: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help="Regex: explain this kernel instead of the hottest.")] = None,
+        metavar="MS", rich_help_panel=FLOOR, min=0.0,
+        help="Measured time of one forward of the candidate, ms (default: the profiler's or ncu's).")] = None,
     bench: Annotated[FileOpt, typer.Option(
-        help="A decision-benchmark manifest: explain its kernel --id, on the evidence `memory bench` scores.",
-        dir_okay=False)] = None,
+        metavar="FILE", rich_help_panel=BENCH, dir_okay=False,
+        help="A decision-benchmark manifest: explain its kernel --id, on the evidence `memory bench` scores.")] = None,
     kernel_id: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        "--id", help="The kernel of --bench to explain.")] = None,
+        "--id", metavar="NAME", rich_help_panel=BENCH, help="The kernel of --bench to explain.")] = None,
     backend: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        metavar="NAME", rich_help_panel=ADVICE,
         help="Advise for this backend (cuda or triton), as the loop does for its task; default: the candidate's "
              "own.")] = None,
-    ncu: Annotated[str, typer.Option(help="Nsight Compute executable for --problem/--candidate.")] = "ncu",
-    profile_timeout_s: Annotated[float, typer.Option(
-        help="Time limit of ncu's run on the candidate (the plain profiler run gets 120 s).", min=1)] = 300.0,
-    profile_dir: Annotated[FileOpt, typer.Option(
-        help="Keep the driver, logs, ncu report and CSV of --problem/--candidate here.", file_okay=False)] = None,
+    kernel: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        metavar="REGEX", rich_help_panel=ADVICE, help="Explain this kernel instead of the hottest.")] = None,
     knowledge: KnowledgeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show how the policy turns evidence into a bottleneck, a case and the allowed methods - the same advice, by
     the same function (kernelskill.memory.advise), that the optimization loop hands its Planner.
 
-    Examples:
-      kernelskill memory explain --metrics ncu.csv --code candidate.py
-      kernelskill memory explain --metrics ncu.csv --run-features profile.json --json
-      kernelskill memory explain --problem problem.py --candidate candidate.py --profile-dir /tmp/prof
-      kernelskill memory explain --problem problem.py --metrics ncu.csv --code candidate.py --gpu h200
-      kernelskill memory explain --bench tests/data/ncu/h200/decision_bench.yaml --id naive_gemm
-
     With --problem/--candidate the candidate is profiled here (a GPU, PyTorch and Nsight Compute are needed):
     warm-up forwards, then ncu --set full --clock-control none on one forward, plus a PyTorch-profiler run. When
     ncu is missing, not permitted or times out, the trace says so and the decision rests on what remains.
-    With --problem the problem's FLOPs and bytes (counted on the meta device) give its speed-of-light floor, and
-    the headroom tier reads the candidate's distance to it; without it the floor is unknown, never assumed.
-    """
+    With --problem the problem's FLOPs and bytes (counted in a confined child process) give its speed-of-light
+    floor, and the headroom tier reads the candidate's distance to it; without it the floor is unknown, never
+    assumed."""
     with _user_errors():
         if candidate is not None and problem is None:
             raise KernelSkillError("--candidate needs --problem (profile the candidate against it, then explain)")
@@ -185,16 +200,17 @@ def explain(
             render_decision(advice, _console(), kb)
 
 
-@memory_app.command("methods")
+@memory_app.command("methods", cls=GroupedCommand, epilog="""\
+Examples:
+  kernelskill memory methods
+  kernelskill memory methods tensor_cores --json""")
 def methods_cmd(
-    method_id: Annotated[Optional[str], typer.Argument(help="Show this method in full.")] = None,  # noqa: UP045
+    method_id: Annotated[Optional[str], typer.Argument(  # noqa: UP045
+        metavar="METHOD", show_default=False, help="Show this method in full.")] = None,
     knowledge: KnowledgeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List the optimization methods, or show one (intent, preconditions, expected change, cues).
-
-    Example: kernelskill memory methods tensor_cores
-    """
+    """List the optimization methods, or show one (intent, preconditions, expected change, cues)."""
     with _user_errors():
         kb = load_knowledge(knowledge)
         if method_id is None:
@@ -212,21 +228,25 @@ def methods_cmd(
             render_method(method, _console())
 
 
-@memory_app.command("bench")
+@memory_app.command("bench", cls=GroupedCommand, epilog="""\
+Examples:
+  kernelskill memory bench tests/data/ncu/h200/decision_bench.yaml
+  kernelskill memory bench tests/data/ncu/h200/decision_bench.yaml \\
+      --min-top1 0.8 --json
+
+Exit codes: 0 scored, 1 top-1 accuracy below --min-top1, 2 bad input.""")
 def bench_cmd(
-    manifest: Annotated[Path, typer.Argument(help="Bench manifest (YAML): kernels, their evidence, expert labels.",
-                                             dir_okay=False)],
+    manifest: Annotated[Path, typer.Argument(metavar="MANIFEST", show_default=False, dir_okay=False,
+                                             help="Bench manifest (YAML): kernels, their evidence, expert labels.")],
     min_top1: Annotated[Optional[float], typer.Option(  # noqa: UP045
-        help="Exit 1 when the top-1 accuracy is below this share (for CI).", min=0.0, max=1.0)] = None,
+        metavar="SHARE", min=0.0, max=1.0,
+        help="Exit 1 when the top-1 accuracy is below this share, 0 to 1 (for CI).")] = None,
     knowledge: KnowledgeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Score the advice against expert labels: is an expert method allowed, is one ranked first?
 
-    Each kernel is advised on by kernelskill.memory.advise, as the loop advises its Planner.
-
-    Example: kernelskill memory bench tests/data/ncu/h200/decision_bench.yaml
-    """
+    Each kernel is advised on by kernelskill.memory.advise, as the loop advises its Planner."""
     with _user_errors():
         kb = load_knowledge(knowledge)
         report = run_bench(manifest, kb)
@@ -238,23 +258,25 @@ def bench_cmd(
             raise typer.Exit(code=1)
 
 
-@memory_app.command("learn")
+@memory_app.command("learn", cls=GroupedCommand, epilog="""\
+Examples:
+  kernelskill memory learn runs/l1 runs/l2 --out proposal.yaml
+  kernelskill memory validate --proposal proposal.yaml""")
 def learn_cmd(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Folders of finished optimize/bench runs (with run.db).",
-                                                   file_okay=False)],
-    out: Annotated[Path, typer.Option("--out", help="Write the proposal here (YAML).", dir_okay=False)] = Path(
+    run_dirs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", show_default=False, file_okay=False,
+                                                   help="Folders of finished optimize/bench runs (with run.db).")],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", dir_okay=False, show_default=False,
+                                      help="Write the proposal here, as YAML (default proposal.yaml).")] = Path(
         "proposal.yaml"),
-    min_tries: Annotated[int, typer.Option(help="Tries of a method in a case before its gain re-ranks it.",
-                                           min=1)] = 2,
+    min_tries: Annotated[int, typer.Option(metavar="N", min=1, show_default=False,
+                                           help="Tries of a method in a case before its gain re-ranks it "
+                                                "(default 2).")] = 2,
     knowledge: KnowledgeOpt = None,
 ) -> None:
     """Propose re-ranked and new decision-table cases from the measured outcomes of finished runs.
 
     Each proposed case carries the tries, measured gains and run/task/round provenance behind it; nothing is
-    changed in the knowledge base. Check the proposal with `kernelskill memory validate --proposal FILE`.
-
-    Example: kernelskill memory learn runs/l1 runs/l2 --out proposal.yaml
-    """
+    changed in the knowledge base. Check the proposal with `kernelskill memory validate --proposal FILE`."""
     with _user_errors():
         kb = load_knowledge(knowledge)
         proposal = learn(run_dirs, kb, min_tries=min_tries)

@@ -39,7 +39,11 @@ def test_full_log_is_kept_and_trimmed_copy_returned(tmp_path):
     result = run_review("problems/p02_row_softmax.py", "candidates/broken/runtime_error.py", tmp_path, timing=False)
     assert result.error_kind == "runtime_error"
     assert "runtime_error.py:" in result.error  # the candidate's own line, not the harness's frames
-    assert Path(result.log_path).is_file()
+    log = Path(result.log_path).read_text()
+    # the log holds the verdict and the whole traceback, the harness's frames too, ending in the candidate's error
+    assert "[kernelskill] verify stage: runtime_error: the candidate raised on its first run" in log
+    assert "Traceback (most recent call last)" in log and "is invalid for input of size 8192" in log
+    assert "review/worker/" in log
 
 
 def test_honest_candidates_pass_static_checks():

@@ -52,6 +52,15 @@ class StageLog:
         self.channel.send(UpdateMessage(data=StageResults(**results)))
 
     def fail(self, kind: str, error: str, **extra) -> Verdict:
+        """The review's verdict, said in the log too, with the whole traceback of the exception being handled (the
+        verdict's error keeps only the candidate's frames; the log is where a user or an agent reads the rest)."""
+        exc = sys.exc_info()[1]
+        print(f"[kernelskill] {self.name} stage: {kind}: {error}", file=sys.stderr, flush=True)
+        if exc is not None:
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
+            sys.stderr.flush()
         return Verdict(VerdictMessage(stage=self.name, kind=kind, error=error, **extra))
 
     def reject(self, check: str, detail: str) -> Verdict:

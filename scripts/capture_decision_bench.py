@@ -136,7 +136,7 @@ def prepare(k: Kernel, out: Path, python: str, ext_dir: Path, timeout: float) ->
     (case / "problem.py").write_text(k.reference)
     (case / "candidate.py").write_text(k.candidate)
     notes = []
-    work = measure_problem_work(case / "problem.py", timeout_s=timeout, python=python)
+    work = measure_problem_work(case / "problem.py", timeout_s=timeout)
     (case / "problem_work.json").write_text(work.model_dump_json(indent=2))
     if work.flops is None:
         notes.append(f"problem work unknown: {work.note}")

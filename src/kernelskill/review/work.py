@@ -15,7 +15,6 @@ missing, a get_inputs that insists on CUDA, an op without a meta kernel) the wor
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,10 +43,9 @@ class ProblemWork(BaseModel):
     note: str | None = None  # why a part is unknown
 
 
-def measure_problem_work(problem: str | Path, timeout_s: float | None = None,
-                         python: str = sys.executable) -> ProblemWork:
+def measure_problem_work(problem: str | Path, timeout_s: float | None = None) -> ProblemWork:
     """The problem's work, counted in the problem probe (a confined child; once per problem source in this process
-    with the default limit and interpreter); never raises for a problem that cannot be measured. A sandbox that
+    with the default limit); never raises for a problem that cannot be measured. A sandbox that
     cannot be set up is a KernelSkillError (review/probe.py)."""
     from kernelskill.errors import ProblemError
     from kernelskill.problem import read_problem
@@ -60,9 +58,9 @@ def measure_problem_work(problem: str | Path, timeout_s: float | None = None,
         parsed = read_problem(path)
     except ProblemError as exc:
         return ProblemWork(source=SOURCE, note=f"measuring the problem's work failed: {exc}")
-    if timeout_s is None and python == sys.executable:
+    if timeout_s is None:
         return probe.probe(parsed).work
-    return probe.run_probe(parsed, timeout_s or probe.PROBE_TIMEOUT_S, python).work
+    return probe.run_probe(parsed, timeout_s).work
 
 
 def count_work(problem: Problem) -> ProblemWork:

@@ -242,9 +242,10 @@ def prebuild(
     log_path = log_dir / "prebuild.log"
     request = _request(problem, candidate, settings, "cpu", backend, mode="build", arch=arch)
     start = time.perf_counter()
+    # a fresh process per candidate (a fork of the zygote): a prebuild runs the candidate's module code, and no
+    # candidate's code may share a process with another's
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
-                         clean_environment({"CUDA_VISIBLE_DEVICES": ""}, sandbox=settings.sandbox),
-                         reuse=settings.reuse_worker)
+                         clean_environment({"CUDA_VISIBLE_DEVICES": ""}, sandbox=settings.sandbox), reuse=False)
     seconds = round(time.perf_counter() - start, 3)
     if outcome.verdict is None or outcome.verdict.kind != "compile_error":
         return Prebuilt(seconds)

@@ -131,6 +131,7 @@ def test_killing_the_reviewer_kills_its_worker(tmp_path):
         started = descendants(proc.pid)
     assert len(started) >= 4, started
     time.sleep(8)  # let it reach the candidate's endless loop
+    started = descendants(proc.pid)  # now the candidate's runner too: its holder, its init and the worker in the hang
     os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up: the kernel's parent-death signals must do it
     proc.wait()
     for _ in range(40):

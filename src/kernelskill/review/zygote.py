@@ -285,6 +285,9 @@ def _child(sock: socket.socket, request: dict, fds: list[int]) -> None:
     """In the forked child: its descriptors, its session, the PID namespace, then the module it was asked for."""
     code = 1
     try:
+        from kernelskill.review.worker.serve import bind_to_parent
+
+        bind_to_parent(0)  # dies with the zygote, as the zygote dies with the harness: each link of the chain
         sock.close()
         for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)

@@ -27,6 +27,8 @@ A map of the package, in the order a review goes through it:
   confine_os.py): no sockets, Landlock on the filesystem, an environment allowlist, not root, resource limits;
   a layer that cannot be applied stops the review. ncu and the program it profiles are confined together by
   confine_ncu.py.
+- the problem probe (probe.py): the one place problem code runs outside a review, a confined zygote child that
+  checks a problem file (Model built, inputs drawn) and counts its work, once per problem source.
 - the worker (worker/, wire.py): inside that process, the stages load → compile → verify → time; the typed
   request and messages between it and the reviewer (wire.py).
 - guards (guards.py): what holds the verdict against an adversarial candidate at run time (integrity of the

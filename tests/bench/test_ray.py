@@ -135,9 +135,13 @@ def test_a_worker_killed_mid_evaluation_is_retried_elsewhere(server, tmp_path, r
     })
     out = tmp_path / "run"
     # the marker is this test's instrument, written by the problem's code inside the review worker, whose
-    # sandbox (rightly) lets it write only its scratch folder: the filesystem layer is off for this test
+    # sandbox (rightly) lets it write only its scratch folder and see only its own pids: the filesystem and
+    # processes layers are off for this test (and the user layer where it leans on them)
+    from tests.conftest import sandbox_without
+
+    keep = sandbox_without("filesystem", "processes")
     proc = bench(folder, out, server, "--ray", ray_cluster, wait=False,
-                 env_extra={"KERNELSKILL_SANDBOX": "network,environment,user"})
+                 env_extra={"KERNELSKILL_SANDBOX": ",".join(k for k, on in keep.model_dump().items() if on)})
     try:
         deadline = time.monotonic() + 120
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:

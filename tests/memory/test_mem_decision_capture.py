@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.review.work import measure_problem_work
-
 from kernelskill.memory.tools.bench import load_manifest, run_bench
 from kernelskill.memory.features.codeview import build_view
 from kernelskill.memory.features.extract import extract_features
 from kernelskill.problem import read_problem
+from kernelskill.review.work import measure_problem_work
 from kernelskill.store import RunStore
 from memhelpers import NCU_DATA, REPO
 

@@ -318,6 +318,47 @@ def test_a_core_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_pat
     assert any("compiled again" in note for note in built.notes), built.notes
 
 
+def test_a_narrowed_unit_never_gives_the_candidates_verdict(cache, monkeypatch, tmp_path):
+    """Only the unit torch compiles can fail a candidate: a narrowed one that misses a declaration (or an operator)
+    gives way to the next variant, one that fails otherwise goes straight to torch's."""
+    from kernelskill.review.cuda.compile import CompiledObject, UnitFailed
+
+    def units() -> list[Unit]:  # new keys each time: nothing in the object cache
+        tag = uuid.uuid4().hex
+        return [Unit("cuda", v, "cuda.cu", v, ["nvcc"], f"{tag}-{v}") for v in ("core", "types.h", "exact")]
+
+    tried: list[str] = []
+
+    def fake_compile(unit, directory, **kwargs):
+        tried.append(unit.variant)
+        if unit.variant in failing:
+            raise UnitFailed(unit, failing[unit.variant], "log")
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "cuda.o").write_bytes(b"object")
+        return CompiledObject(directory / "cuda.o", "log", 0.1, False)
+
+    monkeypatch.setattr(build, "compile_unit", fake_compile)
+    failing = {"core": 'cuda.cu(43): error: no operator "/" matches these operands'}
+    unit, _ = build._object_for(units(), tmp_path / "a", toolchain_runner(), None, True)
+    assert (unit.variant, tried) == ("types.h", ["core", "types.h"])
+    tried.clear()
+    failing = {"core": 'cuda.cu(8): error: expected a ";"', "types.h": "never compiled"}
+    unit, obj = build._object_for(units(), tmp_path / "b", toolchain_runner(), None, True)
+    assert (unit.variant, tried) == ("exact", ["core", "exact"])
+    assert "compiled again as torch compiles it" in obj.notes[0]
+    tried.clear()
+    failing = {"core": "cuda.cu(8): error: x", "exact": "cuda.cu(8): error: x"}
+    with pytest.raises(UnitFailed) as info:
+        build._object_for(units(), tmp_path / "c", toolchain_runner(), None, True)
+    assert info.value.unit.variant == "exact" and tried == ["core", "exact"]
+
+
+def toolchain_runner():
+    from kernelskill.review.cuda.toolchain import Runner
+
+    return Runner()
+
+
 @needs_nvcc
 def test_a_cuda_compile_error_names_the_line(pch_seconds):
     broken = CUDA_PLAIN.replace("float v = x[i];", "float v = x[i]")

@@ -83,8 +83,11 @@ _CORE_PRELUDE = "\n".join([
     "#include <cuda_runtime.h>",
     f"#line {len(_TORCH_PREFIX) + 1}",  # the source's lines keep the numbers torch's unit gives them
 ])
-# Any torch header of its own (other than <torch/extension.h>, narrowed below) rules the core prelude out.
-_OTHER_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/(?!extension\.h)", re.MULTILINE)
+# Any torch header of its own (other than <torch/extension.h>, narrowed below) rules the core prelude out, and so
+# does `requires_grad`: the prelude's torch::zeros & co. are ATen's, which refuse requires_grad=true in their options
+# where torch's own factories (variable_factories.h) make a tensor that requires grad. Otherwise the prelude's names
+# mean what torch's do, and what it lacks (an operator, a function) fails to compile rather than change meaning.
+_OTHER_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/(?!extension\.h)|requires_grad", re.MULTILINE)
 
 
 def _normalize(text: str) -> str:

@@ -258,9 +258,10 @@ def main(argv: list[str] | None = None) -> int:
             result["levels"].append(lv)
             print(f"level {k}: {lv['wall']:.1f} s", file=sys.stderr, flush=True)
             save()
-        if args.plain and not (args.budget and time.perf_counter() - began > args.budget):
-            result["plain"] = plain(args.plain, files, args, work)
-        save()
+            if k == 1 and args.plain:  # the ratio first: the levels after it may run out of budget
+                result["plain"] = plain(args.plain, files, args, work)
+                print(f"plain load_inline: {[r.get('total') for r in result['plain']]}", file=sys.stderr, flush=True)
+                save()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(tables(result))

@@ -188,7 +188,10 @@ def tables(result: dict) -> str:
         for b in lv["builds"]:
             key = b.get("variant") or "error"
             variants[key] = variants.get(key, 0) + 1
-    lines += ["", "CUDA unit variants built: " + ", ".join(f"{k} {v}" for k, v in sorted(variants.items()))]
+    retried = sum(any("compiled again" in n for n in b.get("notes", [])) for lv in result["levels"]
+                  for b in lv["builds"])
+    lines += ["", "CUDA unit variants built: " + ", ".join(f"{k} {v}" for k, v in sorted(variants.items()))
+              + f"; builds that compiled a narrowed unit first and then again with more headers: {retried}"]
     if result.get("plain"):
         lines += ["", "Plain torch load_inline, one at a time, fresh TORCH_EXTENSIONS_DIR, against kernelskill's "
                   "builder at level 1 (the same kernels):", "", "| kernel | plain s | kernelskill s (1 at once) | ratio |",

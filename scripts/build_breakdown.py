@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -60,6 +61,8 @@ exec(compile(source, spec["file"], "exec"), {"__name__": "ks_candidate", "__file
 total = time.perf_counter() - t1
 result = {"start": round(started, 3), "total": round(total, 3)}
 if spec["path"] != "plain":
+    if not inline.BUILDS:
+        raise SystemExit("the candidate did not call load_inline when its module ran")
     b = inline.BUILDS[-1]
     result.update(steps=b.steps, notes=b.notes, pch_used=b.pch_used, variant=b.cuda_variant, cache_hit=b.cache_hit,
                   seconds=b.seconds)
@@ -83,7 +86,9 @@ def candidates() -> list[Path]:
     out = []
     for path in files:
         text = path.read_text()
-        if text.count("load_inline(") == 1 and "cuda_sources" in text and "broken" not in path.parts[-2]:
+        # called once, at module level (a call inside forward() builds only when the model runs)
+        if (text.count("load_inline(") == 1 and "cuda_sources" in text and "broken" not in path.parts[-2]
+                and re.search(r"^(\w+\s*=\s*)?(\w+\.)*load_inline\(", text, re.MULTILINE)):
             out.append(path)
     return out
 

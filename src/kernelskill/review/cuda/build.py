@@ -111,7 +111,8 @@ def _object_for(units: list[Unit], directory: Path, runner: Runner, pch_flags: l
                         if last or runner.cancelled():
                             raise
                         skip_to_last = not _MISSING_DECLARATION.search(diagnostics(failed.output))
-                        first = next((ln for ln in failed.output.splitlines() if "error" in ln), "").strip()
+                        first = next((ln for ln in diagnostics(failed.output).splitlines() if "error" in ln),
+                                     "").strip()
                         notes.append(f"{unit.filename} with fewer of torch's headers ({unit.variant}) failed ({first}); "
                                      + ("compiled again as torch compiles it" if skip_to_last else
                                         "compiled again with more of them, up to what torch compiles"))

@@ -19,7 +19,8 @@ run do. Level k builds the first k kernels, all started at once; level 1 builds 
 Per build, the steps the builder records (`BuiltExtension.steps`): start (python + import torch), pch (a header
 built during the build), cpp (main.cpp against the header), the CUDA unit's nvcc steps (host-E + cudafe++: the host
 front end; device-E + cicc + ptxas + fatbinary: the device pass, beside the host one; host-compile: g++ over the
-host code cudafe++ wrote), link, import, wait (on another process's lock), and total (the load_inline call).
+host code cudafe++ wrote; narrowed: a narrowed CUDA unit that failed first), link, import, wait (on another
+process's lock), and total (the load_inline call).
 --plain N also builds the first N kernels with torch's own load_inline, one at a time, for the ratio (against
 level 1's builds of the same kernels).
 
@@ -76,7 +77,7 @@ print("RESULT " + json.dumps({"seconds": prepare_pch(with_cuda=True)}))
 """
 
 STEPS = ["start", "pch", "cpp", "cuda", "cuda.host-E", "cuda.cudafe++", "cuda.device-E", "cuda.cicc", "cuda.ptxas",
-         "cuda.fatbinary", "cuda.host-compile", "link", "import", "wait", "total"]
+         "cuda.fatbinary", "cuda.host-compile", "cuda.narrowed", "link", "import", "wait", "total"]
 
 
 def candidates() -> list[Path]:

@@ -346,6 +346,7 @@ def test_a_narrowed_unit_never_gives_the_candidates_verdict(cache, monkeypatch, 
     unit, obj = build._object_for(units(), tmp_path / "b", toolchain_runner(), None, True)
     assert (unit.variant, tried) == ("exact", ["core", "exact"])
     assert "compiled again as torch compiles it" in obj.notes[0]
+    assert "narrowed" in obj.phases  # the failed attempt's seconds: BuiltExtension.steps["cuda.narrowed"]
     tried.clear()
     failing = {"core": "cuda.cu(8): error: x", "exact": "cuda.cu(8): error: x"}
     with pytest.raises(UnitFailed) as info:

@@ -46,7 +46,8 @@ _MISSING_DECLARATION = re.compile(
 class BuiltExtension:
     """What one build (or cache hit) produced. `steps` holds seconds per step: pch, cpp, cuda, link, check, import;
     `cuda.<tool>` for nvcc's steps (cuda.host-E, cuda.cudafe++, cuda.device-E, cuda.cicc, cuda.ptxas,
-    cuda.fatbinary, cuda.host-compile: the host and device chains run side by side, so they overlap), and `wait`
+    cuda.fatbinary, cuda.host-compile: the host and device chains run side by side, so they overlap; cuda.narrowed:
+    narrowed units that failed before this one, not in `cuda`), and `wait`
     for the time spent waiting on another process's lock (the same object or library being built there).
 
     `failed`: set only by a prebuild ("build" mode of `inline`) when this builder failed outside the candidate's
@@ -91,7 +92,7 @@ def _object_for(units: list[Unit], directory: Path, runner: Runner, pch_flags: l
     fails for want of a declaration gives way to the next one, and one that fails otherwise to the last one (what
     torch compiles); only the last unit's failure is the candidate's."""
     notes: list[str] = []
-    skip_to_last = False
+    skip_to_last, narrowed_s = False, 0.0  # seconds spent on narrowed units that failed
     for i, unit in enumerate(units):
         last = i == len(units) - 1
         if skip_to_last and not last:
@@ -104,12 +105,14 @@ def _object_for(units: list[Unit], directory: Path, runner: Runner, pch_flags: l
                     waited[unit.kind] = waited.get(unit.kind, 0.0) + time.perf_counter() - asked
                 cached = _cached_object(unit.key)
                 if cached is None:
+                    began = time.perf_counter()
                     try:
                         built = compile_unit(unit, directory / unit.kind, runner=runner, pch_flags=pch_flags,
                                              parallel_nvcc=parallel_nvcc)
                     except UnitFailed as failed:
                         if last or runner.cancelled():
                             raise
+                        narrowed_s += time.perf_counter() - began
                         skip_to_last = not _MISSING_DECLARATION.search(diagnostics(failed.output))
                         first = next((ln for ln in diagnostics(failed.output).splitlines() if "error" in ln),
                                      "").strip()
@@ -118,6 +121,8 @@ def _object_for(units: list[Unit], directory: Path, runner: Runner, pch_flags: l
                                         "compiled again with more of them, up to what torch compiles"))
                         continue
                     built.notes[:0] = notes
+                    if narrowed_s:
+                        built.phases["narrowed"] = round(narrowed_s, 3)
                     built.path = cache.store_object(unit.key, built.path, {"log": built.log, "pch_used": built.pch_used,
                                                                            "notes": built.notes})
                     return unit, built

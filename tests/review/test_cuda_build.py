@@ -405,6 +405,46 @@ def test_extensions_that_differ_only_outside_the_cpp_unit_are_distinct_modules()
     assert first.marker() != second.marker()
 
 
+def test_the_candidates_own_headers_are_in_every_key(tmp_path):
+    """A build is never served to a source whose headers changed: a candidate may write a header (under an include
+    folder, or included by absolute path) and build again with the same text."""
+    inc = tmp_path / "inc"
+    (inc / "sub").mkdir(parents=True)
+    header = inc / "sub" / "ks_scale.h"
+    header.write_text("constexpr int KS_SCALE = 2;\n")
+    cpp = '#include "sub/ks_scale.h"\n' + SOURCE
+
+    def keys(**kwargs):
+        plan = plan_build("headers", kwargs.pop("cpp", cpp), functions=FUNCTIONS, **kwargs)
+        return plan.key, plan.cpp.key, plan.module_name
+
+    by_paths = keys(extra_include_paths=[str(inc)])
+    assert keys(extra_include_paths=[str(inc)]) == by_paths  # the same headers: the same build
+    by_flag = keys(extra_cflags=[f"-I{inc}"])
+    header.write_text("constexpr int KS_SCALE = 3;\n")
+    assert all(a != b for a, b in zip(keys(extra_include_paths=[str(inc)]), by_paths))
+    assert all(a != b for a, b in zip(keys(extra_cflags=[f"-I{inc}"]), by_flag))
+    absolute = f'#include "{header}"\n' + SOURCE
+    before = keys(cpp=absolute)
+    (inc / "sub" / "ks_other.h").write_text("// a header beside it, which it may include\n")
+    assert keys(cpp=absolute) != before
+    assert keys(cpp=SOURCE) == keys(cpp=SOURCE)  # no headers of its own: keyed as before
+
+
+def test_a_rewritten_header_builds_again(ext, tmp_path):
+    import torch
+
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    source = '#include "ks_offset.h"\ntorch::Tensor offset(torch::Tensor x) { return x + KS_OFFSET; }'
+    results = []
+    for value in (1, 7):
+        (inc / "ks_offset.h").write_text(f"constexpr int KS_OFFSET = {value};\n")
+        module = inline.load_inline("ks_test_header", source, functions=["offset"], extra_include_paths=[str(inc)])
+        results.append(module.offset(torch.zeros(1)).item())
+    assert results == [1.0, 7.0]
+
+
 # ----------------------------------------------------------------------------------- load_inline's argument forms
 def test_every_load_inline_argument_form_builds(ext, tmp_path):
     # KernelBench's prompt example passes extra_cflags=[''] / extra_ldflags=['']: torch's ninja file drops blank

@@ -431,6 +431,19 @@ def test_the_candidates_own_headers_are_in_every_key(tmp_path):
     assert keys(cpp=SOURCE) == keys(cpp=SOURCE)  # no headers of its own: keyed as before
 
 
+def test_torchs_and_the_toolkits_include_folders_are_not_hashed_again(monkeypatch, tmp_path):
+    # their versions are in the fingerprint already; candidates often pass torch's include_paths() themselves
+    from torch.utils import cpp_extension
+
+    from kernelskill.review.cuda import plan as plan_module
+
+    hashed: list[list[str]] = []
+    monkeypatch.setattr(plan_module, "include_state", lambda dirs, texts: hashed.append(dirs) or "")
+    plan_build("versioned", SOURCE, functions=FUNCTIONS,
+               extra_include_paths=[*cpp_extension.include_paths(), str(tmp_path)])
+    assert hashed == [[str(tmp_path)]]
+
+
 def test_a_rewritten_header_builds_again(ext, tmp_path):
     import torch
 

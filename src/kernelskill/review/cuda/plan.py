@@ -226,8 +226,12 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
     if has_cuda and not any(f.startswith("-std=") for f in nvcc_flags):
         nvcc_flags.append(facts["std"])
     variants = cuda_variants(cuda_sources, no_implicit_headers) if has_cuda else []
-    headers = include_state([os.path.abspath(p.strip()) for p in extra_include_paths or []]
-                            + _include_dirs(extra_cflags) + _include_dirs(extra_cuda_cflags),
+    # torch's, Python's and the toolkit's folders are versioned by the fingerprint: not hashed again (LLM candidates
+    # often pass torch's include_paths() as extra_include_paths)
+    versioned = [*toolchain.system_includes(True), *([toolchain.cuda_home()] if toolchain.cuda_home() else [])]
+    headers = include_state([d for d in ([os.path.abspath(p.strip()) for p in extra_include_paths or []]
+                                         + _include_dirs(extra_cflags) + _include_dirs(extra_cuda_cflags))
+                             if not any(d == r or d.startswith(r.rstrip(os.sep) + os.sep) for r in versioned)],
                             [cpp_text, _join(cuda_sources)])
 
     link = ["-shared", *extra_ldflags, f"-L{facts['lib']}", "-lc10", *(["-lc10_cuda"] if with_cuda else []),

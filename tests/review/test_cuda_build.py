@@ -318,6 +318,48 @@ def test_a_core_unit_that_misses_a_declaration_is_compiled_as_torch_does(tmp_pat
     assert any("compiled again" in note for note in built.notes), built.notes
 
 
+def test_a_narrowed_unit_never_gives_the_candidates_verdict(cache, monkeypatch, tmp_path):
+    """Only the unit torch compiles can fail a candidate: a narrowed one that misses a declaration (or an operator)
+    gives way to the next variant, one that fails otherwise goes straight to torch's."""
+    from kernelskill.review.cuda.compile import CompiledObject, UnitFailed
+
+    def units() -> list[Unit]:  # new keys each time: nothing in the object cache
+        tag = uuid.uuid4().hex
+        return [Unit("cuda", v, "cuda.cu", v, ["nvcc"], f"{tag}-{v}") for v in ("core", "types.h", "exact")]
+
+    tried: list[str] = []
+
+    def fake_compile(unit, directory, **kwargs):
+        tried.append(unit.variant)
+        if unit.variant in failing:
+            raise UnitFailed(unit, failing[unit.variant], "log")
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "cuda.o").write_bytes(b"object")
+        return CompiledObject(directory / "cuda.o", "log", 0.1, False)
+
+    monkeypatch.setattr(build, "compile_unit", fake_compile)
+    failing = {"core": 'cuda.cu(43): error: no operator "/" matches these operands'}
+    unit, _ = build._object_for(units(), tmp_path / "a", toolchain_runner(), None, True)
+    assert (unit.variant, tried) == ("types.h", ["core", "types.h"])
+    tried.clear()
+    failing = {"core": 'cuda.cu(8): error: expected a ";"', "types.h": "never compiled"}
+    unit, obj = build._object_for(units(), tmp_path / "b", toolchain_runner(), None, True)
+    assert (unit.variant, tried) == ("exact", ["core", "exact"])
+    assert "compiled again as torch compiles it" in obj.notes[0]
+    assert "narrowed" in obj.phases  # the failed attempt's seconds: BuiltExtension.steps["cuda.narrowed"]
+    tried.clear()
+    failing = {"core": "cuda.cu(8): error: x", "exact": "cuda.cu(8): error: x"}
+    with pytest.raises(UnitFailed) as info:
+        build._object_for(units(), tmp_path / "c", toolchain_runner(), None, True)
+    assert info.value.unit.variant == "exact" and tried == ["core", "exact"]
+
+
+def toolchain_runner():
+    from kernelskill.review.cuda.toolchain import Runner
+
+    return Runner()
+
+
 @needs_nvcc
 def test_a_cuda_compile_error_names_the_line(pch_seconds):
     broken = CUDA_PLAIN.replace("float v = x[i];", "float v = x[i]")
@@ -361,6 +403,59 @@ def test_extensions_that_differ_only_outside_the_cpp_unit_are_distinct_modules()
     second = inline.load_inline("m2", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=8192"])
     assert first is not second and first.__file__ != second.__file__
     assert first.marker() != second.marker()
+
+
+def test_the_candidates_own_headers_are_in_every_key(tmp_path):
+    """A build is never served to a source whose headers changed: a candidate may write a header (under an include
+    folder, or included by absolute path) and build again with the same text."""
+    inc = tmp_path / "inc"
+    (inc / "sub").mkdir(parents=True)
+    header = inc / "sub" / "ks_scale.h"
+    header.write_text("constexpr int KS_SCALE = 2;\n")
+    cpp = '#include "sub/ks_scale.h"\n' + SOURCE
+
+    def keys(**kwargs):
+        plan = plan_build("headers", kwargs.pop("cpp", cpp), functions=FUNCTIONS, **kwargs)
+        return plan.key, plan.cpp.key, plan.module_name
+
+    by_paths = keys(extra_include_paths=[str(inc)])
+    assert keys(extra_include_paths=[str(inc)]) == by_paths  # the same headers: the same build
+    by_flag = keys(extra_cflags=[f"-I{inc}"])
+    header.write_text("constexpr int KS_SCALE = 3;\n")
+    assert all(a != b for a, b in zip(keys(extra_include_paths=[str(inc)]), by_paths))
+    assert all(a != b for a, b in zip(keys(extra_cflags=[f"-I{inc}"]), by_flag))
+    absolute = f'#include "{header}"\n' + SOURCE
+    before = keys(cpp=absolute)
+    (inc / "sub" / "ks_other.h").write_text("// a header beside it, which it may include\n")
+    assert keys(cpp=absolute) != before
+    assert keys(cpp=SOURCE) == keys(cpp=SOURCE)  # no headers of its own: keyed as before
+
+
+def test_torchs_and_the_toolkits_include_folders_are_not_hashed_again(monkeypatch, tmp_path):
+    # their versions are in the fingerprint already; candidates often pass torch's include_paths() themselves
+    from torch.utils import cpp_extension
+
+    from kernelskill.review.cuda import plan as plan_module
+
+    hashed: list[list[str]] = []
+    monkeypatch.setattr(plan_module, "include_state", lambda dirs, texts: hashed.append(dirs) or "")
+    plan_build("versioned", SOURCE, functions=FUNCTIONS,
+               extra_include_paths=[*cpp_extension.include_paths(), str(tmp_path)])
+    assert hashed == [[str(tmp_path)]]
+
+
+def test_a_rewritten_header_builds_again(ext, tmp_path):
+    import torch
+
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    source = '#include "ks_offset.h"\ntorch::Tensor offset(torch::Tensor x) { return x + KS_OFFSET; }'
+    results = []
+    for value in (1, 7):
+        (inc / "ks_offset.h").write_text(f"constexpr int KS_OFFSET = {value};\n")
+        module = inline.load_inline("ks_test_header", source, functions=["offset"], extra_include_paths=[str(inc)])
+        results.append(module.offset(torch.zeros(1)).item())
+    assert results == [1.0, 7.0]
 
 
 # ----------------------------------------------------------------------------------- load_inline's argument forms

@@ -19,6 +19,17 @@ def test_kernelbench_prompt_example_with_blank_flags_compiles(tmp_path):
     assert result.compile.checked_only
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_a_cuda_unit_that_divides_two_tensors_compiles_as_torch_compiles_it(tmp_path):
+    # KernelBenchLeaderboard's L1/37 (`return x / norm.sqrt();` in cuda_sources): KernelBench's harness and plain
+    # load_inline build it; the builder's narrowed unit (ATen's core headers, no tensor operators) failed with
+    # `no operator "/" matches these operands` and that was taken for the candidate's own error
+    result = run_review("public/kernelbench_leaderboard/L1_37_problem.py",
+                        "public/kernelbench_leaderboard/L1_37_kernel.py", tmp_path, rules="kernelbench")
+    assert result.compiled and result.stage is None, result.error  # CUDA on CPU: compile-checked, not run
+    assert result.compile.checked_only
+
+
 def test_try_fallback_and_backend_switch_are_run_and_judged_by_both_rule_sets(tmp_path):
     kb = run_review("public/cuda_l1/L1_17_problem.py", "public/cuda_l1/L1_17_kernel.py", tmp_path / "kb",
                     rules="kernelbench", timing=False, trials=2)

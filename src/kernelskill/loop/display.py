@@ -92,7 +92,7 @@ def print_summary(summary, console: Console) -> None:
     console.print(table)
 
 
-STAGE_ORDER = ("queue", "prebuild", "start", "load", "inputs", "compile", "verify", "time", "profile", "review_wall")
+STAGE_ORDER = ("queue", "gpu_wait", "prebuild", "start", "load", "inputs", "compile", "verify", "time", "profile", "review_wall")
 
 
 def stage_line(stages: dict[str, float]) -> str:

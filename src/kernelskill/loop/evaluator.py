@@ -13,7 +13,8 @@ The loop (runner.py) asks its task's Evaluator three things, and records every a
 Each evaluation runs in a worker process of its own (review/sandbox.py) with a device to itself, since timing needs
 the GPU alone. An evaluator decides which device and makes the evaluation wait for it; the time it waited comes back
 as the stage `queue` (ReviewResult.stage_seconds, Profiled.stage_seconds), which the loop stores with the rest, so a
-task's seconds by stage are added up in one place (RunStore.stage_totals).
+task's seconds by stage are added up in one place (RunStore.stage_totals). The stage `gpu_wait` of a review is how long
+its device sat idle while that candidate's prebuild ran: the GPU waiting on a build.
 
     LocalEvaluator   this machine's device, one evaluation at a time                       `kernelskill optimize`
     PooledEvaluator  this machine's GPUs, one evaluation per GPU; its worker sees that GPU  `kernelskill bench`
@@ -32,6 +33,7 @@ import os
 import queue
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -176,19 +178,22 @@ class _Devices:
 
     def __init__(self, gpus: list[str] | None) -> None:
         self.gpus = list(gpus or [])  # empty: the one device as this process sees it
-        self._free: queue.Queue[str | None] = queue.Queue()
+        self._free: queue.Queue[tuple[str | None, float]] = queue.Queue()  # (device, free since)
         for gpu in self.gpus or [None]:
-            self._free.put(gpu)
+            self._free.put((gpu, time.monotonic()))
+        self.idle_since = threading.local()  # the taken device's last release, per thread (see `take`)
 
     @contextmanager
     def take(self) -> Iterator[tuple[dict[str, str], float]]:
-        """(the worker's environment, seconds waited for the device)."""
+        """(the worker's environment, seconds waited for the device). While the block runs, `idle_since.value`
+        is when the device was last given back: it sat idle from then until this take."""
         queued = time.monotonic()
-        gpu = self._free.get()
+        gpu, since = self._free.get()
+        self.idle_since.value = since
         try:
             yield ({} if gpu is None else {"CUDA_VISIBLE_DEVICES": gpu}), time.monotonic() - queued
         finally:
-            self._free.put(gpu)
+            self._free.put((gpu, time.monotonic()))
 
 
 class _ThisMachine:
@@ -199,6 +204,7 @@ class _ThisMachine:
 
         self.device = device
         self._devices = _Devices(gpus)
+        self._building = threading.local()  # this thread's last prebuild: (log_dir, start, end)
         self.slots = max(1, len(self._devices.gpus))
         from kernelskill.review.reviewer import warm_compile
 
@@ -219,13 +225,27 @@ class _ThisMachine:
 
             count_ahead(problem)
         with self._devices.take() as (env, waited):
+            built = getattr(self._building, "span", None)
+            idle_from, taken = self._devices.idle_since.value, time.monotonic()
             result = self._review(problem, candidate, settings, log_dir=log_dir, env=env)
         result.stage_seconds["queue"] = round(result.stage_seconds.get("queue", 0.0) + waited, 3)
+        if built is not None and built[0] == log_dir:
+            # the device sat idle while this candidate's prebuild ran: the GPU waited on the build
+            gpu_wait = min(built[2], taken) - max(built[1], idle_from)
+            if gpu_wait > 0:
+                result.stage_seconds["gpu_wait"] = round(gpu_wait, 3)
+        self._building.span = None
         return result
 
     def prebuild(self, problem: Path, candidate: Candidate, settings: ReviewSettings,
                  log_dir: Path) -> Prebuilt | None:
-        return self._prebuild(problem, candidate, settings, log_dir) if self._prebuild else None
+        if not self._prebuild:
+            return None
+        started = time.monotonic()
+        try:
+            return self._prebuild(problem, candidate, settings, log_dir)
+        finally:  # the review that follows in this thread reads it (`review`)
+            self._building.span = (log_dir, started, time.monotonic())
 
     def warm_compile(self, problem: Path, settings: ReviewSettings, log_dir: Path) -> Warmed | None:
         if self._warm is None:

@@ -30,18 +30,25 @@ from kernelskill.review.logs import compiler_errors, filter_header_warnings, tri
 
 OWN_FILES = ("main.cpp", "cuda.cu")
 _OWN_ERROR = re.compile(r"\b(main\.cpp|cuda\.cu)(:\d+|\(\d+\)).*\berror\b", re.IGNORECASE)
-# Errors a narrowed CUDA unit gives when it misses a declaration that torch's headers would have brought in.
+# Errors a narrowed CUDA unit gives when it misses a declaration that torch's headers would have brought in: the
+# next, wider variant is tried. Any other error in a narrowed unit goes straight to the unit torch compiles, whose
+# errors alone are the candidate's (a narrowed unit is this builder's text, not the candidate's: KernelBench
+# Leaderboard's L1/37 kernel divides two tensors, and `operator/` is not among ATen's core headers).
 _MISSING_DECLARATION = re.compile(
     r"is undefined|was not declared|has no member|is not a member|has not been declared|does not name a type|"
     r"incomplete type|no instance of|more than one instance|no matching function|is ambiguous|"
     r"must be a class or namespace|is not a template|not a class or namespace|unknown type name|"
-    r"explicit type is missing"
+    r"explicit type is missing|no operator .* matches|no match for .*operator|no suitable"
 )
 
 
 @dataclass
 class BuiltExtension:
-    """What one build (or cache hit) produced. `steps` holds seconds per step: pch, cpp, cuda, link, check, import.
+    """What one build (or cache hit) produced. `steps` holds seconds per step: pch, cpp, cuda, link, check, import;
+    `cuda.<tool>` for nvcc's steps (cuda.host-E, cuda.cudafe++, cuda.device-E, cuda.cicc, cuda.ptxas,
+    cuda.fatbinary, cuda.host-compile: the host and device chains run side by side, so they overlap; cuda.narrowed:
+    narrowed units that failed before this one, not in `cuda`), and `wait`
+    for the time spent waiting on another process's lock (the same object or library being built there).
 
     `failed`: set only by a prebuild ("build" mode of `inline`) when this builder failed outside the candidate's
     own code; the review on the GPU then tries torch's own load_inline."""
@@ -80,28 +87,42 @@ def _cached_object(key: str) -> CompiledObject | None:
 
 
 def _object_for(units: list[Unit], directory: Path, runner: Runner, pch_flags: list[str] | None,
-                parallel_nvcc: bool) -> tuple[Unit, CompiledObject]:
+                parallel_nvcc: bool, waited: dict[str, float] | None = None) -> tuple[Unit, CompiledObject]:
     """The object of the first unit that compiles, from the object cache when it is there. A narrowed unit that
-    fails for want of a declaration gives way to the next one; any other failure is the candidate's."""
+    fails for want of a declaration gives way to the next one, and one that fails otherwise to the last one (what
+    torch compiles); only the last unit's failure is the candidate's."""
     notes: list[str] = []
+    skip_to_last, narrowed_s = False, 0.0  # seconds spent on narrowed units that failed
     for i, unit in enumerate(units):
+        last = i == len(units) - 1
+        if skip_to_last and not last:
+            continue
         cached = _cached_object(unit.key)
         if cached is None:
+            asked = time.perf_counter()
             with flock(cache.object_lock(unit.key)):
+                if waited is not None:
+                    waited[unit.kind] = waited.get(unit.kind, 0.0) + time.perf_counter() - asked
                 cached = _cached_object(unit.key)
                 if cached is None:
+                    began = time.perf_counter()
                     try:
                         built = compile_unit(unit, directory / unit.kind, runner=runner, pch_flags=pch_flags,
                                              parallel_nvcc=parallel_nvcc)
                     except UnitFailed as failed:
-                        last = i == len(units) - 1
-                        if last or runner.cancelled() or not _MISSING_DECLARATION.search(diagnostics(failed.output)):
+                        if last or runner.cancelled():
                             raise
-                        first = next((ln for ln in failed.output.splitlines() if "error" in ln), "").strip()
+                        narrowed_s += time.perf_counter() - began
+                        skip_to_last = not _MISSING_DECLARATION.search(diagnostics(failed.output))
+                        first = next((ln for ln in diagnostics(failed.output).splitlines() if "error" in ln),
+                                     "").strip()
                         notes.append(f"{unit.filename} with fewer of torch's headers ({unit.variant}) failed ({first}); "
-                                     "compiled again with more of them, up to what torch compiles")
+                                     + ("compiled again as torch compiles it" if skip_to_last else
+                                        "compiled again with more of them, up to what torch compiles"))
                         continue
                     built.notes[:0] = notes
+                    if narrowed_s:
+                        built.phases["narrowed"] = round(narrowed_s, 3)
                     built.path = cache.store_object(unit.key, built.path, {"log": built.log, "pch_used": built.pch_used,
                                                                            "notes": built.notes})
                     return unit, built
@@ -158,11 +179,15 @@ def _build_or_find(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool
         found = _finished(plan, start)
         if found is not None:
             return found
+        asked = time.perf_counter()
         with flock(cache.extension_lock(plan.key)):
+            waited = time.perf_counter() - asked
             found = _finished(plan, start)  # another process may have built it while this one waited
             if found is not None:
                 return found
-            return _build_retrying(plan, start, pch, parallel_nvcc, link, verbose)
+            built = _build_retrying(plan, start, pch, parallel_nvcc, link, verbose)
+            built.steps["wait"] = round(built.steps.get("wait", 0.0) + waited, 3)
+            return built
     return _build_retrying(plan, start, pch, parallel_nvcc, link, verbose)
 
 
@@ -174,8 +199,8 @@ def _build_retrying(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: boo
         return _build(plan, start, pch, parallel_nvcc, link, verbose)  # the objects are compiled afresh now
 
 
-def _compile_objects(plan: BuildPlan, tmp: Path, runner: Runner, pch: bool,
-                     parallel_nvcc: bool) -> dict[str, tuple[Unit, CompiledObject]]:
+def _compile_objects(plan: BuildPlan, tmp: Path, runner: Runner, pch: bool, parallel_nvcc: bool,
+                     waited: dict[str, float]) -> dict[str, tuple[Unit, CompiledObject]]:
     """The C++ and CUDA objects, compiled side by side; the first failure cancels the other and is raised as the
     candidate's CudaCompileError."""
     jobs = [("cpp", [plan.cpp])] + ([("cuda", plan.cuda)] if plan.cuda else [])
@@ -184,7 +209,7 @@ def _compile_objects(plan: BuildPlan, tmp: Path, runner: Runner, pch: bool,
 
     def job(units: list[Unit]) -> tuple[Unit, CompiledObject]:
         try:
-            return _object_for(units, tmp, runner, plan.pch_flags if pch else None, parallel_nvcc)
+            return _object_for(units, tmp, runner, plan.pch_flags if pch else None, parallel_nvcc, waited)
         except UnitFailed as failed:
             with guard:
                 if not first_failure:  # the other unit fails next, killed: its output is not the candidate's
@@ -219,7 +244,8 @@ def _build(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: 
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{plan.key[:12]}-", dir=root))
     runner = Runner()
     try:
-        results = _compile_objects(plan, tmp, runner, pch, parallel_nvcc)
+        waited: dict[str, float] = {}
+        results = _compile_objects(plan, tmp, runner, pch, parallel_nvcc, waited)
         kinds = list(results)  # "cpp", then "cuda" when there are CUDA sources
         objects = [results[kind][1] for kind in kinds]
         log = "\n".join(o.log for o in objects if not o.cached)
@@ -228,6 +254,10 @@ def _build(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: 
         steps = {"pch": round(objects[0].pch_seconds, 3)} if objects[0].pch_seconds else {}
         for kind in kinds:
             steps[kind] = round(results[kind][1].seconds, 3)
+        steps.update({f"cuda.{tool}": seconds for tool, seconds in results["cuda"][1].phases.items()}
+                     if "cuda" in results else {})
+        if waited:
+            steps["wait"] = round(max(waited.values()), 3)  # the two units wait side by side
         cuda_variant = results["cuda"][0].variant if "cuda" in results else None
         for unit, _ in results.values():
             (tmp / unit.filename).write_text(unit.text)

@@ -32,6 +32,7 @@ class CompiledObject:
     pch_used: bool | None = None
     pch_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # nvcc's steps: seconds per tool (see `nvcc_phases`)
 
 
 class UnitFailed(Exception):
@@ -52,9 +53,23 @@ def _expand(token: str, env: dict) -> str:
     return re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), ""), token)
 
 
-def nvcc_phases(argv: list[str], cwd: Path, module_id: str, runner: Runner) -> tuple[int, str] | None:
+def _phase_name(step: str, env: dict) -> str:
+    """The step's tool as the build's timings name it: cudafe++, cicc, ptxas, fatbinary, or the host compiler's
+    preprocess for the host (host-E) or device (device-E) pass, and its final compile (host-compile)."""
+    tokens = shlex.split(step)
+    tool = os.path.basename(_expand(tokens[0], env)) if tokens else "?"
+    if tool in ("cudafe++", "cicc", "ptxas", "fatbinary"):
+        return tool
+    if "-E" in tokens:
+        return "device-E" if any(t.startswith("-D__CUDA_ARCH__=") for t in tokens) else "host-E"
+    return "host-compile"
+
+
+def nvcc_phases(argv: list[str], cwd: Path, module_id: str, runner: Runner,
+                phases: dict[str, float] | None = None) -> tuple[int, str] | None:
     """Run nvcc's steps with the host front end beside the device one. None when the dry run has a shape this does
-    not know (then the caller runs nvcc itself)."""
+    not know (then the caller runs nvcc itself). Seconds per step go into `phases` (by `_phase_name`)."""
+    timings = phases if phases is not None else {}
     keep = "nvcc-keep"
     (cwd / keep).mkdir(exist_ok=True)
     dry = subprocess.run([*argv, "--dryrun", "-keep", "-keep-dir", keep], cwd=cwd, stdout=subprocess.PIPE,
@@ -95,16 +110,18 @@ def nvcc_phases(argv: list[str], cwd: Path, module_id: str, runner: Runner) -> t
     # cudafe++ writes the module id that cicc reads: write it first, and both front ends can start at once.
     (cwd / ids[0]).write_text(module_id)
     host = [c.replace(" --gen_module_id_file", "") if c is cudafe[0] else c for c in host]
-    phases = Runner(runner)
+    step_runner = Runner(runner)
 
     def chain(steps: list[str]) -> tuple[int, str, float]:
         outs, total = [], 0.0
         for step in steps:
-            code, out, seconds = phases.run(["/bin/sh", "-c", step], cwd, env)
+            code, out, seconds = step_runner.run(["/bin/sh", "-c", step], cwd, env)
+            name = _phase_name(step, env)
+            timings[name] = round(timings.get(name, 0.0) + seconds, 3)
             outs.append(f"#$ {step}\n{out}" if out.strip() else f"#$ {step}")
             total += seconds
             if code != 0:
-                phases.cancel()  # the other front end would only repeat the same errors
+                step_runner.cancel()  # the other front end would only repeat the same errors
                 return code, "\n".join(outs), total
         return 0, "\n".join(outs), total
 
@@ -117,7 +134,8 @@ def nvcc_phases(argv: list[str], cwd: Path, module_id: str, runner: Runner) -> t
             return (code, f"{out}\n{timing}]") if _DIAGNOSTIC.search(out) else None
     if host_code or dev_code:
         return None
-    code, out, final_s = phases.run(["/bin/sh", "-c", final[0]], cwd, env)
+    code, out, final_s = step_runner.run(["/bin/sh", "-c", final[0]], cwd, env)
+    timings["host-compile"] = round(final_s, 3)
     log = f"{host_out}\n{dev_out}\n#$ {final[0]}\n{out}\n{timing}, host compile {final_s:.1f} s]"
     if code != 0 and not _DIAGNOSTIC.search(out):
         return None
@@ -135,6 +153,7 @@ def compile_unit(unit: Unit, directory: Path, *, runner: Runner | None = None, p
     (directory / unit.filename).write_text(unit.text)
     out_name = "main.o" if unit.kind == "cpp" else "cuda.o"
     notes: list[str] = []
+    phases: dict[str, float] = {}
     pch_seconds, pch_log, extra = 0.0, "", []
     if unit.kind == "cpp" and pch_flags is not None:
         extra, pch_seconds, pch_log = pch.header_flags(pch_flags, runner, notes)
@@ -144,8 +163,9 @@ def compile_unit(unit: Unit, directory: Path, *, runner: Runner | None = None, p
         argv = [*unit.argv, "-c", unit.filename, "-o", out_name]
         start = time.perf_counter()
         module_id = f"_{unit.key[:8]}_7_cuda_cu_{unit.key[8:16]}"
-        phased = nvcc_phases(argv, directory, module_id, runner)
+        phased = nvcc_phases(argv, directory, module_id, runner, phases)
         if phased is None:
+            phases.clear()
             notes.append("nvcc's steps could not be run side by side: ran nvcc as is")
             code, out, seconds = runner.run(argv, directory)
         else:
@@ -162,4 +182,4 @@ def compile_unit(unit: Unit, directory: Path, *, runner: Runner | None = None, p
     log = (f"{pch_log}\n" if pch_log else "") + f"{command_line(argv)}\n{out}"
     if code != 0:
         raise UnitFailed(unit, out, log)
-    return CompiledObject(directory / out_name, log, seconds, False, pch_used, pch_seconds, notes)
+    return CompiledObject(directory / out_name, log, seconds, False, pch_used, pch_seconds, notes, phases)

@@ -83,8 +83,11 @@ _CORE_PRELUDE = "\n".join([
     "#include <cuda_runtime.h>",
     f"#line {len(_TORCH_PREFIX) + 1}",  # the source's lines keep the numbers torch's unit gives them
 ])
-# Any torch header of its own (other than <torch/extension.h>, narrowed below) rules the core prelude out.
-_OTHER_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/(?!extension\.h)", re.MULTILINE)
+# Any torch header of its own (other than <torch/extension.h>, narrowed below) rules the core prelude out, and so
+# does `requires_grad`: the prelude's torch::zeros & co. are ATen's, which refuse requires_grad=true in their options
+# where torch's own factories (variable_factories.h) make a tensor that requires grad. Otherwise the prelude's names
+# mean what torch's do, and what it lacks (an operator, a function) fails to compile rather than change meaning.
+_OTHER_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/(?!extension\.h)|requires_grad", re.MULTILINE)
 
 
 def _normalize(text: str) -> str:
@@ -107,6 +110,70 @@ def cuda_variants(cuda_sources, no_implicit_headers: bool = False) -> list[tuple
     if narrowed != body:
         variants.append(("types.h", "\n".join([*_TORCH_PREFIX, narrowed])))
     return [*variants, ("exact", exact)]
+
+
+# ---------------------------------------------------------------------------------------- what the sources include
+# Headers of the candidate's own, outside torch and the toolkit (whose versions are in the fingerprint): every file
+# under its include folders (extra_include_paths, -I/-isystem in its flags) and, for a header included by absolute
+# path, the header-like files of that header's folder. Their contents go into every key, so a candidate that writes
+# a new header under the same name gets a new build. Past these limits the build is keyed by a random value: built
+# afresh every time, never served to another source.
+INCLUDE_LIMIT_FILES = 20_000
+INCLUDE_LIMIT_BYTES = 256 << 20
+_ABSOLUTE_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](/[^>\"\n]+)[>\"]", re.MULTILINE)
+_HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".ipp", ".tcc", ".def")
+
+
+def _include_dirs(flags: list[str]) -> list[str]:
+    """The folders that -I, -isystem, -iquote, -idirafter and nvcc's --include-path add, joined or apart."""
+    out, it = [], iter(flags)
+    for flag in it:
+        for option in ("-I", "-isystem", "-iquote", "-idirafter", "--include-path"):
+            if flag == option:
+                out.append(next(it, ""))
+            elif flag.startswith(option):
+                rest = flag[len(option):]
+                out.append(rest[1:] if rest.startswith("=") else rest)
+    return [os.path.abspath(d) for d in out if d and d != "-"]
+
+
+def include_state(include_dirs: list[str], texts: list[str]) -> str:
+    """The digest of the candidate's own headers (see above); "" when it has none."""
+    import hashlib
+    import uuid
+
+    trees = sorted(set(include_dirs))
+    singles = sorted({m for text in texts for m in _ABSOLUTE_INCLUDE.findall(text)})
+    if not trees and not singles:
+        return ""
+    files: list[str] = []
+    for tree in trees:
+        for folder, dirs, names in os.walk(tree):
+            dirs.sort()
+            files += [os.path.join(folder, n) for n in sorted(names)]
+            if len(files) > INCLUDE_LIMIT_FILES:
+                return "uncacheable:" + uuid.uuid4().hex
+    for header in singles:
+        folder = os.path.dirname(header)
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            names = []
+        files += [header] + [os.path.join(folder, n) for n in names if n.endswith(_HEADER_SUFFIXES)]
+    sha, total = hashlib.sha256(), 0
+    for path in dict.fromkeys(files):
+        sha.update(path.encode() + b"\0")
+        try:
+            with open(path, "rb") as f:
+                data = f.read(INCLUDE_LIMIT_BYTES - total + 1)
+        except OSError as exc:  # unreadable or missing: its absence is part of the state
+            sha.update(f"<{type(exc).__name__}>".encode())
+            continue
+        total += len(data)
+        if total > INCLUDE_LIMIT_BYTES:
+            return "uncacheable:" + uuid.uuid4().hex
+        sha.update(hashlib.sha256(data).digest())
+    return sha.hexdigest()
 
 
 # -------------------------------------------------------------------------------------------------------------- plan
@@ -159,6 +226,13 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
     if has_cuda and not any(f.startswith("-std=") for f in nvcc_flags):
         nvcc_flags.append(facts["std"])
     variants = cuda_variants(cuda_sources, no_implicit_headers) if has_cuda else []
+    # torch's, Python's and the toolkit's folders are versioned by the fingerprint: not hashed again (LLM candidates
+    # often pass torch's include_paths() as extra_include_paths)
+    versioned = [*toolchain.system_includes(True), *([toolchain.cuda_home()] if toolchain.cuda_home() else [])]
+    headers = include_state([d for d in ([os.path.abspath(p.strip()) for p in extra_include_paths or []]
+                                         + _include_dirs(extra_cflags) + _include_dirs(extra_cuda_cflags))
+                             if not any(d == r or d.startswith(r.rstrip(os.sep) + os.sep) for r in versioned)],
+                            [cpp_text, _join(cuda_sources)])
 
     link = ["-shared", *extra_ldflags, f"-L{facts['lib']}", "-lc10", *(["-lc10_cuda"] if with_cuda else []),
             "-ltorch_cpu", *(["-ltorch_cuda"] if with_cuda else []), "-ltorch", "-ltorch_python"]
@@ -169,9 +243,9 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
     # libraries under one name (Python hands back the module it already has for a name, so a second candidate
     # with the same C++ glue and new kernels would silently run the first one's code).
     module_name = "ks_" + digest("module", toolchain.fingerprint(has_cuda), cpp_text, pch_flags,
-                                 [t for _, t in variants], nvcc_flags, link, with_cuda)[:16]
+                                 [t for _, t in variants], nvcc_flags, link, with_cuda, headers)[:16]
     define = f"-DTORCH_EXTENSION_NAME={module_name}"
-    cpp_key = digest("cpp", toolchain.fingerprint(False), cpp_text, pch_flags, define)
+    cpp_key = digest("cpp", toolchain.fingerprint(False), cpp_text, pch_flags, define, headers)
     cpp = Unit("cpp", "exact", "main.cpp", cpp_text, [*toolchain.cxx(), define, *pch_flags], cpp_key)
 
     cuda: list[Unit] = []
@@ -180,6 +254,6 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
                 *nvcc_flags]
         fingerprint = toolchain.fingerprint(True)
         for variant, text in variants:
-            cuda.append(Unit("cuda", variant, "cuda.cu", text, argv, digest("cuda", fingerprint, text, argv)))
+            cuda.append(Unit("cuda", variant, "cuda.cu", text, argv, digest("cuda", fingerprint, text, argv, headers)))
     key = digest("so", cpp.key, cuda[-1].key if cuda else None, link, with_cuda)
     return BuildPlan(name, module_name, key, cpp, cuda, link, pch_flags, with_cuda)

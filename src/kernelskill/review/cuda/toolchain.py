@@ -25,7 +25,9 @@ from pathlib import Path
 
 from kernelskill.review.cuda import CudaCompileError
 
-BUILDER_VERSION = "3"  # bump when a change in this package can change the binary built from the same inputs
+BUILDER_VERSION = "4"  # bump when a change in this package can change the binary built from the same inputs, or
+# its verdict on them: 4 forgets the compile failures remembered when a narrowed unit's error was taken for the
+# candidate's own (issue 33)
 
 
 def digest(*parts) -> str:

@@ -54,7 +54,7 @@ def test_fingerprint_cache_is_timed_by_the_judges_clock(tmp_path):
     on = run_review(P01, "attacks/fingerprint_cache.py", tmp_path / "on", guards=_guards(), **settings)
     assert on.correct, on.error
     assert any(f.startswith("timing_unconfirmed") for f in on.flags), on.flags
-    assert on.speedup < 0.3  # each call the cache misses sleeps 2 ms; the reference takes microseconds
+    assert on.speedup < 0.3, (on.speedup, on.flags, on.stage_seconds)  # each miss sleeps 20 ms
     off = run_review(P01, "attacks/fingerprint_cache.py", tmp_path / "off", guards=_guards(judge=False), **settings)
     assert off.correct and off.speedup > 0.5  # the runner's own loop saw mostly cache hits
 

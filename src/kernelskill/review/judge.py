@@ -40,6 +40,7 @@ MIN_BATCH, MAX_BATCH = 3, 2000
 REF_SLACK = 0.05  # the candidate runner's reference may be this much slower than the reference runner's
 WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's clock than by its own events
 WALL_ABS_S = 0.002  # plus this much per batch: the judge's own latency (pipes, process wake-ups)
+OVERHEAD_CAP_S = 0.01  # the most of a batch's `calls` part taken for the judge's latency rather than calls
 PHASE_TOL, PHASE_ABS_S = 0.25, 0.02  # the candidate's prepare and commit may take this much longer than the
 # reference's (the same inputs made, outputs of the same size written); beyond it, the excess counts as its calls'
 BATCH_PARTS = ("prepare", "calls", "commit")
@@ -248,7 +249,8 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     # the batch: the reference's `calls` part less its calls is what the part costs besides them (the judge's
     # latency); work moved into the candidate's `prepare` or `commit` shows as time beyond the reference's there
     ref_call_s = max(ref.stats.median_ms, ref.host_ms or 0.0) / 1e3
-    overhead_s = max(0.0, ref.batch_walls["calls"] - len(ref.batch_seeds) * ref_call_s)
+    # (capped: a reference batch slowed by a busy machine must not excuse the candidate's calls)
+    overhead_s = min(OVERHEAD_CAP_S, max(0.0, ref.batch_walls["calls"] - len(ref.batch_seeds) * ref_call_s))
     hidden_s = sum(max(0.0, walls[p] - ref.batch_walls[p] * (1 + PHASE_TOL) - PHASE_ABS_S) for p in ("prepare", "commit"))
     wall_call_s = (max(0.0, walls["calls"] - overhead_s) + hidden_s) / calls
     claimed_s = cand.median_ms / 1e3

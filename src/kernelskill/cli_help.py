@@ -74,8 +74,15 @@ class PlainGroup(TyperGroup):
 def sub_app(name: str, help: str) -> typer.Typer:
     """A group of commands under the root (`kernelskill memory ...`) with the root's manners: plain help in groups,
     -h, no shell-completion options of its own. Its commands take `cls=GroupedCommand` and an epilog of examples."""
-    return typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=False, cls=PlainGroup,
-                       rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
+    return typer.Typer(
+        name=name,
+        help=help,
+        no_args_is_help=True,
+        add_completion=False,
+        cls=PlainGroup,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
 
 
 def _first_sentence(text: str) -> str:

@@ -171,7 +171,6 @@ def _triton(gpu: bool) -> Check:
     return Check(name="triton", state="ok", found=f"triton {triton.__version__}")
 
 
-
 def probe() -> None:
     """In the confined child: confine it as a worker is, try a TCP connect, print the layers' report."""
     import socket
@@ -197,8 +196,6 @@ def probe() -> None:
     except OSError as exc:
         report["_socket"] = "blocked: " + str(exc)
     print("DOCTOR " + json.dumps(report), flush=True)
-
-
 
 
 def _sandbox() -> list[Check]:
@@ -262,9 +259,13 @@ def _sandbox() -> list[Check]:
             )
         else:
             checks.append(
-                Check(name=f"sandbox {name}", state="fail", found=f"unavailable: {how}; reviews stop here until it is "
-                      "fixed or turned off explicitly (KERNELSKILL_SANDBOX lists the layers to keep)",
-                      fix=confine.FIX[name])
+                Check(
+                    name=f"sandbox {name}",
+                    state="fail",
+                    found=f"unavailable: {how}; reviews stop here until it is "
+                    "fixed or turned off explicitly (KERNELSKILL_SANDBOX lists the layers to keep)",
+                    fix=confine.FIX[name],
+                )
             )
     return checks
 

@@ -67,7 +67,6 @@ class Zygote:
         self._exits: dict[int, int] = {}
         self._live: set[int] = set()  # children started and not yet seen to exit
         self._changed = threading.Condition()
-        self.ready = False
         try:
             with open(self.log, "ab") as log:
                 # torch asks NVML, not the CUDA driver, whether a GPU is there: the driver must never start here
@@ -97,9 +96,7 @@ class Zygote:
                 if "exit" in message:
                     self._exits[int(message["exit"])] = int(message["status"])
                     self._live.discard(int(message["exit"]))
-                elif message.get("ready"):
-                    self.ready = True
-                else:
+                elif not message.get("ready"):  # its start-up line needs no answer
                     self._answers.append(message)
                 self._changed.notify_all()
 

@@ -101,7 +101,9 @@ def test_large_speedup_is_reverified_and_flagged(tmp_path):
     result = run_review("problems/special/r01_redundant_work.py", "candidates/special/r01_last_only.py", tmp_path,
                         allow_torch_ops=True, reverify_above=2.0, warmup=2, iters=40)
     assert result.correct, result.error
-    assert result.speedup > 2.0, (result.speedup, result.flags, result.stage_seconds)
+    # the median: CI saw a few descheduled calls pull the mean speedup of this ~300x candidate down to 1.03x
+    # (re-verification is triggered by the largest of mean, median and trimmed mean, so it still ran)
+    assert result.timing.speedup_median > 2.0, (result.timing, result.flags, result.stage_seconds)
     assert "speedup_over_2x_reverified" in result.flags
 
 

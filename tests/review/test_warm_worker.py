@@ -41,7 +41,8 @@ def test_a_warm_worker_serves_the_next_review(tmp_path, pool):
     again = run_review(P01, OK, tmp_path / "c")
     assert again.correct and again.stage_seconds["start"] == 0.0
     assert pool.idle_pids() == idle  # the same process served all three
-    assert again.stage_seconds["wall"] < first.stage_seconds["wall"]
+    # (no comparison of wall times: a fresh runner forks from the zygote in tens of milliseconds, less than a
+    # loaded machine's noise; what the warm worker saves is its start-up, which is 0 above)
 
 
 def test_a_crash_or_rejection_retires_the_worker(tmp_path, pool):

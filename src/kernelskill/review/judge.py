@@ -266,6 +266,8 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
         fields["method"] += "; the candidate's event times were not confirmed by the judge's clock, so both sides " \
                             "are scaled to their wall-clock pace in a batch of back-to-back calls"
     result = TimingResult.of(ref_stats, cand, **fields)
+    if result.noisy:  # the noise verdict is the judge's, on the figures it kept; the runner's says nothing
+        flags.append(f"noisy_timing: {result.noisy_reason}")
     if timing.compiled_reference is not None:  # the runner's figure: a hint, bounded like the candidate's
         compiled = _stats(timing.compiled_reference.model_dump())
         if compiled is not None:

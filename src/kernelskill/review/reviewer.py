@@ -407,7 +407,10 @@ def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_p
     if judged and not result.get("correct"):  # a runner's figures for a candidate the judge did not pass: hints only
         result.update(speedup=None, ref_ms=None, candidate_ms=None, speedup_vs_compile=None, compile_ms=None)
     # a stage that did not finish still gets its elapsed share in the log; flags always survive
-    result["flags"] = list(found.flags or []) + (report.flags if report else [])
+    # the judge's timing decides whether the figures are noisy: the runner's own noise flag is dropped beside it
+    runner_flags = [f for f in found.flags or []
+                    if not (report and report.timing is not None and f.startswith("noisy_timing"))]
+    result["flags"] = runner_flags + (report.flags if report else [])
     if report and report.batch:
         result["stage_seconds"]["judge_batch"] = report.batch.get("candidate_wall_s")
     result["precision"] = settle(found.precision, base["precision"].compute_dtypes,

@@ -1,0 +1,48 @@
+"""The judge's bounds on a runner's timing (review/judge.py bound_timing), without any runner: the figures a review
+reports are the judge's, and so is the word on whether they are too noisy to trust."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelskill.review.judge import REF_SLACK, ReferenceRun, bound_timing
+from kernelskill.review.results import TimingResult, TimingStats
+
+QUIET = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01]
+# a median near 1 ms and samples spread far past TimingResult.MAX_REL_MAD
+NOISY = [0.4, 1.0, 1.6, 0.5, 1.0, 1.5, 0.6, 1.4]
+
+
+def _runner_timing(ref_ms: list[float], cand_ms: list[float]) -> TimingResult:
+    return TimingResult.of(TimingStats.from_samples(ref_ms), TimingStats.from_samples(cand_ms),
+                           clock="cpu_perf_counter", method="test", warmup=1, iters=len(cand_ms))
+
+
+def _reference(samples: list[float], calls: int = 10) -> ReferenceRun:
+    stats = TimingStats.from_samples(samples)
+    return ReferenceRun(folder=Path("."), trial_seeds=[], batch_seeds=list(range(calls)), stats=stats,
+                        host_ms=None, batch_walls={"prepare": 0.01, "calls": calls * stats.median_ms / 1e3,
+                                                   "commit": 0.01})
+
+
+def _walls(per_call_ms: float, calls: int = 10) -> dict[str, float]:
+    return {"prepare": 0.01, "calls": calls * per_call_ms / 1e3, "commit": 0.01}
+
+
+def test_the_noise_flag_follows_the_figures_the_judge_kept():
+    # the candidate runner's own reference ran slow and quiet, so the judge takes the reference runner's figures:
+    # noisy ones. The runner's timing was quiet; the review's must say noisy (CI saw a review whose timing was
+    # marked noisy with no noisy_timing flag, and bench's results disagreed with themselves)
+    slow_quiet = [s * (1 + 4 * REF_SLACK) * 1.3 for s in QUIET]
+    runner = _runner_timing(slow_quiet, [0.5] * 8)
+    assert not runner.noisy
+    result, flags = bound_timing(runner, _reference(NOISY), _walls(0.5), 10)
+    assert any(f.startswith("reference_slowed") for f in flags), flags
+    assert result.noisy
+    assert [f for f in flags if f.startswith("noisy_timing")] == [f"noisy_timing: {result.noisy_reason}"]
+
+
+def test_quiet_figures_carry_no_noise_flag():
+    runner = _runner_timing(QUIET, [0.5] * 8)
+    result, flags = bound_timing(runner, _reference(QUIET), _walls(0.5), 10)
+    assert not result.noisy and not any(f.startswith("noisy_timing") for f in flags), flags

@@ -59,6 +59,13 @@ def ext(pch_seconds):
     return module, inline.BUILDS[-1]
 
 
+# Tests of the builder's own mechanics (keys, flags, headers, module names) build units of pybind11 alone: with
+# <torch/extension.h> a C++ unit spends seconds instantiating the header's templates, even against the precompiled
+# header, which would make each of these tests a minute on CI's two cores.
+PYBIND_ONLY = "#include <pybind11/pybind11.h>\n"
+WITHOUT_TORCH = {"no_implicit_headers": True, "with_pytorch_error_handling": False}
+
+
 def _unique_ldflags() -> list[str]:
     return [f"-Wl,-rpath,/nonexistent/{uuid.uuid4().hex}"]  # a new library; the compiled object is reused
 
@@ -398,9 +405,12 @@ def test_extensions_that_differ_only_outside_the_cpp_unit_are_distinct_modules()
     import uuid
 
     tag = uuid.uuid4().hex
-    cpp = 'extern "C" char ks_marker_%s;\nint64_t marker() { return (int64_t)&ks_marker_%s; }' % (tag, tag)
-    first = inline.load_inline("m1", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=4096"])
-    second = inline.load_inline("m2", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=8192"])
+    cpp = (PYBIND_ONLY + '#include <cstdint>\nextern "C" char ks_marker_%s;\n'
+           'int64_t marker() { return (int64_t)&ks_marker_%s; }' % (tag, tag))
+    first = inline.load_inline("m1", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=4096"],
+                               **WITHOUT_TORCH)
+    second = inline.load_inline("m2", cpp, functions=["marker"], extra_ldflags=[f"-Wl,--defsym=ks_marker_{tag}=8192"],
+                                **WITHOUT_TORCH)
     assert first is not second and first.__file__ != second.__file__
     assert first.marker() != second.marker()
 
@@ -431,6 +441,18 @@ def test_the_candidates_own_headers_are_in_every_key(tmp_path):
     assert keys(cpp=SOURCE) == keys(cpp=SOURCE)  # no headers of its own: keyed as before
 
 
+def test_the_bindings_are_torchs_for_every_form_of_functions():
+    """torch writes a PYBIND11_MODULE block whenever `functions` is not None, an empty one for []: a source with a
+    module of its own and functions=[] fails there, so it must fail here (before, it built here alone)."""
+    def text(functions, **kwargs):
+        return plan_build("bindings", "int f(int x) { return x; }", functions=functions, **kwargs).cpp.text
+
+    assert "PYBIND11_MODULE" not in text(None)
+    assert text([]).endswith("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n\n}\n")
+    assert 'm.def("f", torch::wrap_pybind_function(f), "f");' in text("f")
+    assert 'm.def("f", f, "doc");' in text({"f": "doc"}, with_pytorch_error_handling=False)
+
+
 def test_torchs_and_the_toolkits_include_folders_are_not_hashed_again(monkeypatch, tmp_path):
     # their versions are in the fingerprint already; candidates often pass torch's include_paths() themselves
     from torch.utils import cpp_extension
@@ -445,17 +467,27 @@ def test_torchs_and_the_toolkits_include_folders_are_not_hashed_again(monkeypatc
 
 
 def test_a_rewritten_header_builds_again(ext, tmp_path):
-    import torch
-
     inc = tmp_path / "inc"
     inc.mkdir()
-    source = '#include "ks_offset.h"\ntorch::Tensor offset(torch::Tensor x) { return x + KS_OFFSET; }'
+    source = PYBIND_ONLY + '#include "ks_offset.h"\nint offset(int x) { return x + KS_OFFSET; }'
     results = []
     for value in (1, 7):
         (inc / "ks_offset.h").write_text(f"constexpr int KS_OFFSET = {value};\n")
-        module = inline.load_inline("ks_test_header", source, functions=["offset"], extra_include_paths=[str(inc)])
-        results.append(module.offset(torch.zeros(1)).item())
-    assert results == [1.0, 7.0]
+        module = inline.load_inline("ks_test_header", source, functions=["offset"], extra_include_paths=[str(inc)],
+                                    **WITHOUT_TORCH)
+        results.append(module.offset(0))
+    assert results == [1, 7]
+
+
+def test_without_implicit_headers_the_source_gets_no_torch_header(ext):
+    """torch's load_inline with no_implicit_headers includes nothing before cpp_sources; the precompiled
+    <torch/extension.h> must not be forced in either, or a source torch rejects would build here."""
+    with pytest.raises(CudaCompileError) as info:
+        inline.load_inline("ks_test_no_headers", "int rank(torch::Tensor x) { return x.dim(); }", functions=[],
+                           no_implicit_headers=True, extra_ldflags=_unique_ldflags())
+    # compiled and refused here, as torch refuses it (forced in, the header made it compile, then fail to import)
+    assert info.value.in_own_code and "(main.cpp) failed to compile" in str(info.value), info.value
+    assert "‘torch’ has not been declared" in str(info.value) or "'torch' has not been declared" in str(info.value)
 
 
 # ----------------------------------------------------------------------------------- load_inline's argument forms
@@ -465,19 +497,20 @@ def test_every_load_inline_argument_form_builds(ext, tmp_path):
     inc = tmp_path / "inc"
     inc.mkdir()
     (inc / "ks_forms.h").write_text("constexpr int KS_OFFSET = 2;\n")
+    # (pybind11 alone, as WITHOUT_TORCH: with <torch/extension.h> these flags would need a precompiled header of
+    # their own, minutes on CI, for no more coverage of how the arguments are read)
     module = inline.load_inline(
         "ks_test_forms",
-        ['#include "ks_forms.h"', "torch::Tensor offset(torch::Tensor x) { return x + KS_OFFSET + KS_FORM; }"],
+        [PYBIND_ONLY + '#include "ks_forms.h"', "int offset(int x) { return x + KS_OFFSET + KS_FORM; }"],
         functions={"offset": "x + 5"},
         extra_cflags=["", "   ", " -O2 -DKS_FORM=3 "],
         extra_ldflags=["", *_unique_ldflags()],
         extra_include_paths=[str(inc)],
         build_directory=str(tmp_path / "ignored"),
         verbose=True, with_cuda=False, keep_intermediates=False, use_pch=True, is_python_module=True,
+        **WITHOUT_TORCH,
     )
-    import torch
-
-    assert module.offset(torch.zeros(2)).tolist() == [5.0, 5.0]
+    assert module.offset(0) == 5
     assert module.offset.__doc__.startswith("offset(") or "x + 5" in (module.offset.__doc__ or "")
 
 

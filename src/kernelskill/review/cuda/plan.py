@@ -38,20 +38,27 @@ def _join(sources) -> str:
 
 
 def _bindings(functions, with_pytorch_error_handling: bool = True) -> str:
-    """The PYBIND11_MODULE block load_inline generates for `functions` (a name, a list of names, or name -> doc)."""
+    """The PYBIND11_MODULE block load_inline generates for `functions` (a name, a list of names, or name -> doc):
+    none for None, and an empty block for an empty list, as torch writes it (a source with a module of its own and
+    functions=[] then fails here as it fails there)."""
+    if functions is None:
+        return ""
     if isinstance(functions, str):
         functions = [functions]
     if isinstance(functions, dict):
         items = list(functions.items())
-    elif isinstance(functions, (list, tuple)) or functions is None:
-        items = [(f, f) for f in (functions or [])]
+    elif isinstance(functions, (list, tuple)):
+        items = [(f, f) for f in functions]
     else:
         raise ValueError(f"Expected 'functions' to be a list or dict, but was {type(functions)}")
     wrap = "torch::wrap_pybind_function({})" if with_pytorch_error_handling else "{}"
     defs = "\n".join(f'  m.def("{name}", {wrap.format(name)}, "{doc}");' for name, doc in items)
-    return f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{defs}\n}}\n" if defs else ""
+    return f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{defs}\n}}\n"
 
 
+# the line torch's load_inline puts before cpp_sources (not with no_implicit_headers); the precompiled header is this
+# header, so only a unit that starts with it is compiled against it
+IMPLICIT_HEADER = "#include <torch/extension.h>\n"
 _TORCH_PREFIX = ("#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>")
 _NO_TORCH_LINE = "// <torch/types.h> left out: this CUDA source does not mention torch (kernelskill cuda_build)"
 # Conservative: any mention means the source may need torch's declarations.
@@ -218,7 +225,7 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
     common = ["-DTORCH_API_INCLUDE_EXTENSION_H", *includes, f"-D_GLIBCXX_USE_CXX11_ABI={facts['cxx11_abi']}",
               *facts["pybind_abi"]]
 
-    cpp_text = _normalize(("" if no_implicit_headers else "#include <torch/extension.h>\n") + _join(cpp_sources)
+    cpp_text = _normalize(("" if no_implicit_headers else IMPLICIT_HEADER) + _join(cpp_sources)
                           + _bindings(functions, with_pytorch_error_handling))
     pch_flags = [*common, "-fPIC", facts["std"], *extra_cflags]
     nvcc_flags = [*common, *facts["nvcc_flags"], *toolchain.arch_flags(arch, extra_cuda_cflags), "--compiler-options",
@@ -245,7 +252,9 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
     module_name = "ks_" + digest("module", toolchain.fingerprint(has_cuda), cpp_text, pch_flags,
                                  [t for _, t in variants], nvcc_flags, link, with_cuda, headers)[:16]
     define = f"-DTORCH_EXTENSION_NAME={module_name}"
-    cpp_key = digest("cpp", toolchain.fingerprint(False), cpp_text, pch_flags, define, headers)
+    # (no_implicit_headers: keyed apart from objects an older builder compiled with <torch/extension.h> forced in)
+    cpp_key = digest("cpp", toolchain.fingerprint(False), cpp_text, pch_flags, define, headers,
+                     *(["without-pch"] if no_implicit_headers else []))
     cpp = Unit("cpp", "exact", "main.cpp", cpp_text, [*toolchain.cxx(), define, *pch_flags], cpp_key)
 
     cuda: list[Unit] = []

@@ -511,3 +511,36 @@ def test_a_cache_reached_through_a_link_in_tmp_is_there_under_ncu():
     finally:
         shutil.rmtree(real, ignore_errors=True)
         shutil.rmtree(run, ignore_errors=True)
+
+
+def test_a_zygote_is_shared_by_its_import_variables_and_shows_its_children_no_other(tmp_path, monkeypatch):
+    """Zygotes are kept apart by the variables imports may read, so a variable a caller sets for one child alone
+    starts none (each costs seconds of CPU). A child's /proc/self/environ is the environment its zygote was started
+    with: it must hold those variables only, never another caller's."""
+    import uuid
+
+    from kernelskill.review.confined import run_confined, zygote_for, zygote_key
+    from kernelskill.review.sandbox import clean_environment
+    from kernelskill.review.zygote import RESULT_FD
+
+    monkeypatch.setenv("KERNELSKILL_SANDBOX", "off")
+    (tmp_path / "ks_environ_probe.py").write_text(
+        "import os, sys\nos.write(int(sys.argv[1]), open('/proc/self/environ', 'rb').read())\n")
+    tag = uuid.uuid4().hex  # a zygote of this test's own, started by the first call
+    src = str(Path(confine.__file__).resolve().parents[2])
+
+    def env(**child_only):
+        return clean_environment({"KERNELSKILL_TEST_TAG": tag, "PYTHONPATH": f"{src}:{tmp_path}", **child_only})
+
+    first, second = env(KS_FIRST_ONLY="alpha"), env(KS_SECOND_ONLY="beta")
+    assert zygote_key(first) == zygote_key(second) != zygote_key(env(TORCH_LOGS="+dynamo"))
+    assert zygote_key(first) == zygote_key({**first, confine.SPEC_VAR: "{}"})  # the spec is read by children only
+    done = run_confined("ks_environ_probe", [RESULT_FD], first, timeout=120)
+    assert done.code == 0, done.output.decode(errors="replace")
+    zygote = zygote_for(second)
+    done = run_confined("ks_environ_probe", [RESULT_FD], second, timeout=120)
+    assert done.code == 0, done.output.decode(errors="replace")
+    assert zygote_for(second) is zygote  # the same zygote served both
+    shown = dict(item.split(b"=", 1) for item in done.result.split(b"\0") if b"=" in item)
+    assert shown.get(b"KERNELSKILL_TEST_TAG") == tag.encode()
+    assert b"KS_FIRST_ONLY" not in shown and b"KS_SECOND_ONLY" not in shown, sorted(shown)

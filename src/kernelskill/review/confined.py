@@ -22,10 +22,19 @@ _ZYGOTES: dict[tuple, Zygote] = {}
 _ZYGOTES_LOCK = threading.Lock()
 
 
+def zygote_key(env: dict[str, str]) -> tuple:
+    """What keeps zygotes apart: the variables the modules a zygote preloads may read as they are imported (those on
+    the sandbox's allowlist: torch's, Triton's, CUDA's, OpenMP's, Python's, the toolchain's), less the sandbox's
+    spec, which only the children read. A child is handed its whole environment anyway; a variable a caller adds
+    for the child alone needs no zygote of its own, and a zygote costs seconds of CPU to start (in the test suite,
+    each sandbox probe's own variables started one)."""
+    return tuple(sorted((k, v) for k, v in env.items() if k != confine.SPEC_VAR and confine.allowed_variable(k, v)))
+
+
 def zygote_for(env: dict[str, str]) -> Zygote:
     """The running zygote of this environment, started (or started again, when it died) on first use. Past
     MAX_ZYGOTES, the least recently used ones with no child alive are stopped (each holds torch in memory)."""
-    key = tuple(sorted(env.items()))
+    key = zygote_key(env)
     stale: list[Zygote] = []
     with _ZYGOTES_LOCK:
         zygote = _ZYGOTES.pop(key, None)
@@ -33,7 +42,8 @@ def zygote_for(env: dict[str, str]) -> Zygote:
             if zygote is not None:
                 stale.append(zygote)
             scratch = Path(tempfile.mkdtemp(prefix="kernelskill-zygote-"))
-            zygote = Zygote(env, scratch)
+            # started with just those variables: a child's /proc/self/environ is the zygote's, and shows no more
+            zygote = Zygote(dict(key), scratch)
         _ZYGOTES[key] = zygote  # last: the most recently used
         for other_key, other in list(_ZYGOTES.items())[:-1]:
             if len(_ZYGOTES) <= MAX_ZYGOTES:

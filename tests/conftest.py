@@ -99,3 +99,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "all_cuda_checks" in item.keywords:
             item.add_marker(skip)
+
+
+def process_running(pid: int) -> bool:
+    """The process exists and is not a zombie (an exited child its parent has not reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -19,7 +19,7 @@ import pytest
 
 from kernelskill.review import confine, confine_os
 from kernelskill.settings import Sandbox
-from tests.conftest import DATA
+from tests.conftest import DATA, process_running
 
 pytestmark = pytest.mark.slow
 PROBE = "candidates/special/sandbox_probe.py"
@@ -415,18 +415,11 @@ def test_killing_a_worker_tree_reaches_processes_in_their_own_sessions():
     parent.wait(timeout=10)
     for pid in found:
         for _ in range(100):
-            if not _alive(pid):
+            if not process_running(pid):
                 break
             threading.Event().wait(0.05)
-        assert not _alive(pid), f"{pid} survived"
+        assert not process_running(pid), f"{pid} survived"
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_the_worker_runs_in_a_scratch_folder_that_goes_with_it(tmp_path):

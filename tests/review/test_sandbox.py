@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import DATA, run_review
+from tests.conftest import DATA, process_running, run_review
 
 
 def test_worker_environment_holds_no_secrets(tmp_path, monkeypatch):
@@ -135,19 +135,12 @@ def test_killing_the_reviewer_kills_its_worker(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up: the kernel's parent-death signals must do it
     proc.wait()
     for _ in range(40):
-        alive = [pid for pid in started if _running(pid)]
+        alive = [pid for pid in started if process_running(pid)]
         if not alive:
             return
         time.sleep(0.25)
     raise AssertionError(f"{alive} outlived their killed reviewer")
 
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_hidden_work_detection():

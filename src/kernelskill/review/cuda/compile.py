@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review.cuda import pch
-from kernelskill.review.cuda.plan import IMPLICIT_HEADER, Unit
+from kernelskill.review.cuda.plan import Unit
 from kernelskill.review.cuda.toolchain import CANCELLED, Runner, command_line
 
 _DIAGNOSTIC = re.compile(r"\(\d+\): (error|catastrophic)|:\d+:(\d+:)? (fatal )?error|: error:|error: ")
@@ -155,8 +155,7 @@ def compile_unit(unit: Unit, directory: Path, *, runner: Runner | None = None, p
     notes: list[str] = []
     phases: dict[str, float] = {}
     pch_seconds, pch_log, extra = 0.0, "", []
-    # with no_implicit_headers torch includes nothing: forcing <torch/extension.h> in would build what torch rejects
-    if unit.kind == "cpp" and pch_flags is not None and unit.text.startswith(IMPLICIT_HEADER):
+    if unit.pch and pch_flags is not None:
         extra, pch_seconds, pch_log = pch.header_flags(pch_flags, runner, notes)
         if pch_log and runner.cancelled():  # another unit failed while this one built the header
             raise UnitFailed(unit, CANCELLED, pch_log)

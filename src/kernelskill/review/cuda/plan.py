@@ -56,9 +56,6 @@ def _bindings(functions, with_pytorch_error_handling: bool = True) -> str:
     return f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{defs}\n}}\n"
 
 
-# the line torch's load_inline puts before cpp_sources (not with no_implicit_headers); the precompiled header is this
-# header, so only a unit that starts with it is compiled against it
-IMPLICIT_HEADER = "#include <torch/extension.h>\n"
 _TORCH_PREFIX = ("#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>")
 _NO_TORCH_LINE = "// <torch/types.h> left out: this CUDA source does not mention torch (kernelskill cuda_build)"
 # Conservative: any mention means the source may need torch's declarations.
@@ -194,6 +191,9 @@ class Unit:
     text: str
     argv: list[str]
     key: str
+    # compiled against the precompiled <torch/extension.h>: the C++ unit that starts with it (not with
+    # no_implicit_headers, where torch includes nothing and forcing the header in would build what torch rejects)
+    pch: bool = False
 
 
 @dataclass
@@ -225,7 +225,7 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
     common = ["-DTORCH_API_INCLUDE_EXTENSION_H", *includes, f"-D_GLIBCXX_USE_CXX11_ABI={facts['cxx11_abi']}",
               *facts["pybind_abi"]]
 
-    cpp_text = _normalize(("" if no_implicit_headers else IMPLICIT_HEADER) + _join(cpp_sources)
+    cpp_text = _normalize(("" if no_implicit_headers else "#include <torch/extension.h>\n") + _join(cpp_sources)
                           + _bindings(functions, with_pytorch_error_handling))
     pch_flags = [*common, "-fPIC", facts["std"], *extra_cflags]
     nvcc_flags = [*common, *facts["nvcc_flags"], *toolchain.arch_flags(arch, extra_cuda_cflags), "--compiler-options",
@@ -255,7 +255,8 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
     # (no_implicit_headers: keyed apart from objects an older builder compiled with <torch/extension.h> forced in)
     cpp_key = digest("cpp", toolchain.fingerprint(False), cpp_text, pch_flags, define, headers,
                      *(["without-pch"] if no_implicit_headers else []))
-    cpp = Unit("cpp", "exact", "main.cpp", cpp_text, [*toolchain.cxx(), define, *pch_flags], cpp_key)
+    cpp = Unit("cpp", "exact", "main.cpp", cpp_text, [*toolchain.cxx(), define, *pch_flags], cpp_key,
+               pch=not no_implicit_headers)
 
     cuda: list[Unit] = []
     if has_cuda:

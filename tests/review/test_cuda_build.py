@@ -4,7 +4,8 @@ All tests share one cache: $KERNELSKILL_CACHE when set (CI sets a fresh one), el
 workers of this run. The C++ extension most tests use has fixed sources, so whichever worker comes first builds it
 (and the precompiled header) and the other finds both in the cache: the builder's own locks make that safe. Tests
 that need a build nobody has done yet add a unique linker flag, which gives a new library but reuses the compiled
-object, so they cost a link, not a compile.
+object (compiled under a placeholder for the module's name, see plan.NAME_PLACEHOLDER), so they cost a link, not a
+compile.
 """
 
 from __future__ import annotations
@@ -413,6 +414,63 @@ def test_extensions_that_differ_only_outside_the_cpp_unit_are_distinct_modules()
                                 **WITHOUT_TORCH)
     assert first is not second and first.__file__ != second.__file__
     assert first.marker() != second.marker()
+
+
+# A unit that returns its module's name: the name macro as compiled into a string (no pybind11: a tenth of a second)
+NAME_SOURCE = ('#define KS_STR2(x) #x\n#define KS_STR(x) KS_STR2(x)\n'
+               'extern "C" const char* ks_module_name() { return KS_STR(TORCH_EXTENSION_NAME); }\n')
+
+
+def _module_name_in(so_path: Path) -> str:
+    import ctypes
+
+    lib = ctypes.CDLL(str(so_path))
+    lib.ks_module_name.restype = ctypes.c_char_p
+    return lib.ks_module_name().decode()
+
+
+def test_the_cpp_glue_is_compiled_once_for_every_module_name(tmp_path):
+    """torch compiles the module's name into both units; this builder compiles them under a placeholder of the same
+    length and writes the name into a copy of the object before linking, so a candidate whose kernels (or flags)
+    changed does not compile its C++ glue again. The named object is byte for byte the one compiled with the name."""
+    from kernelskill.review.cuda.plan import NAME_PLACEHOLDER
+
+    tag = uuid.uuid4().hex  # a source no build has seen
+    source = f"// {tag}\n" + NAME_SOURCE
+    first = build.build_inline("named", source, extra_ldflags=_unique_ldflags(), **WITHOUT_TORCH)
+    second = build.build_inline("named", source, extra_ldflags=_unique_ldflags(), **WITHOUT_TORCH)
+    assert first.module_name != second.module_name
+    assert "cpp" in first.steps and "link" in second.steps and not second.steps.get("cpp")  # the same object
+    assert any("reused from the object cache" in note for note in second.notes), second.notes
+    for built in (first, second):
+        assert _module_name_in(built.so_path) == built.module_name
+        assert NAME_PLACEHOLDER.encode() not in built.so_path.read_bytes()
+        assert NAME_PLACEHOLDER not in built.log and built.module_name in built.log  # the command torch runs
+
+    patched = plan_build("named", source, **WITHOUT_TORCH)
+    named = plan_build("named", source, **WITHOUT_TORCH, name_placeholder=False)
+    assert (patched.key, patched.module_name) == (named.key, named.module_name) and patched.cpp.key != named.cpp.key
+    assert patched.cpp.placeholder and not named.cpp.placeholder
+    obj = compile_unit(patched.cpp, tmp_path / "placeholder")
+    assert obj.path.read_bytes().count(NAME_PLACEHOLDER.encode()) >= 1
+    written = build._name_object(obj.path, tmp_path / "named", patched.module_name)
+    assert written.read_bytes() == compile_unit(named.cpp, tmp_path / "real").path.read_bytes()
+
+
+def test_a_unit_the_name_cannot_be_written_into_is_compiled_with_the_name():
+    """LTO objects hold the code in compressed sections the patch does not reach (their link then fails, or the
+    library keeps the placeholder): such a build is made again from objects compiled with the module's own name."""
+    from kernelskill.review.cuda.plan import NAME_PLACEHOLDER, _placeholder_fits
+
+    built = build.build_inline("lto", f"// {uuid.uuid4().hex}\n" + NAME_SOURCE, extra_cflags=["-flto"],
+                               **WITHOUT_TORCH)
+    assert _module_name_in(built.so_path) == built.module_name
+    assert any("compiled again with it" in note for note in built.notes), built.notes
+    # never under the placeholder: a source that holds it, or CUDA code that uses the name (device code may keep it
+    # in a compressed fatbinary)
+    assert not _placeholder_fits("cpp", f"const char* s = \"{NAME_PLACEHOLDER}\";")
+    assert _placeholder_fits("cpp", NAME_SOURCE) and _placeholder_fits("cuda", CUDA_PLAIN)
+    assert not _placeholder_fits("cuda", CUDA_PLAIN + NAME_SOURCE)
 
 
 def test_the_candidates_own_headers_are_in_every_key(tmp_path):

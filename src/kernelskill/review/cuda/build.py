@@ -24,7 +24,7 @@ from pathlib import Path
 from kernelskill.review.cuda import CudaCompileError, cache, toolchain
 from kernelskill.review.cuda.cache import file_sha, flock, touch
 from kernelskill.review.cuda.compile import CompiledObject, UnitFailed, compile_unit, diagnostics
-from kernelskill.review.cuda.plan import BuildPlan, Unit, plan_build
+from kernelskill.review.cuda.plan import NAME_PLACEHOLDER, BuildPlan, Unit, plan_build
 from kernelskill.review.cuda.toolchain import BUILDER_VERSION, Runner, command_line
 from kernelskill.review.logs import compiler_errors, filter_header_warnings, trim_log
 
@@ -75,6 +75,28 @@ class BuiltExtension:
 
 class _ObjectVanished(Exception):
     """A cached object was removed (by `kernelskill cache prune` in another process) between lookup and link."""
+
+
+class _NameNotPatched(Exception):
+    """The objects compiled under `NAME_PLACEHOLDER` did not link, or the library still holds the placeholder where
+    the patch did not reach it (LTO's compressed sections): it is built again from objects compiled with the module's
+    own name, as torch builds it."""
+
+
+def _named(text: str, plan: BuildPlan) -> str:
+    """A compiler's command line or message as it reads with the module's own name (the placeholder's bytes are the
+    module's name in the library too)."""
+    return text.replace(NAME_PLACEHOLDER, plan.module_name)
+
+
+def _name_object(obj: Path, directory: Path, module_name: str) -> Path:
+    """A copy of the object compiled under `NAME_PLACEHOLDER` with the module's name written over the placeholder (the
+    same length: no offset in the object moves). The cached object stays as it is, for other names."""
+    data = obj.read_bytes()
+    directory.mkdir(parents=True, exist_ok=True)
+    named = directory / obj.name
+    named.write_bytes(data.replace(NAME_PLACEHOLDER.encode(), module_name.encode()))
+    return named
 
 
 # ----------------------------------------------------------------------------------------------------------- objects
@@ -166,7 +188,16 @@ def build_inline(name: str, cpp_sources, cuda_sources=None, functions=None, extr
         raise CudaCompileError(f"{failed['message']}\n(remembered from an earlier build of the same sources; the "
                                f"full log is in {cache.failures_dir()})", failed.get("log", ""), in_own_code=True)
     try:
-        return _build_or_find(plan, start, pch, parallel_nvcc, link, verbose)
+        try:
+            return _build_or_find(plan, start, pch, parallel_nvcc, link, verbose)
+        except _NameNotPatched:
+            plan = plan_build(name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags,
+                              extra_ldflags, extra_include_paths, with_cuda, with_pytorch_error_handling,
+                              no_implicit_headers, arch, name_placeholder=False)
+            built = _build_or_find(plan, start, pch, parallel_nvcc, link, verbose)
+            built.notes.append("the module's name could not be written into the objects compiled without it: "
+                               "compiled again with it")
+            return built
     except CudaCompileError as exc:
         if exc.in_own_code:
             cache.remember_failure(plan.key, str(exc), exc.log)
@@ -230,8 +261,9 @@ def _compile_objects(plan: BuildPlan, tmp: Path, runner: Runner, pch: bool, para
         failed = first_failure[0]
         label = "CUDA sources (cuda.cu, nvcc)" if failed.unit.kind == "cuda" else "C++ sources (main.cpp)"
         found = diagnostics(failed.output)
-        raise CudaCompileError(f"extension {plan.name!r}: the {label} failed to compile:\n" + compiler_errors(found),
-                               trim_log(failed.log, max_lines=120), in_own_code=bool(_OWN_ERROR.search(found)))
+        raise CudaCompileError(f"extension {plan.name!r}: the {label} failed to compile:\n"
+                               + _named(compiler_errors(found), plan),
+                               _named(trim_log(failed.log, max_lines=120), plan), in_own_code=bool(_OWN_ERROR.search(found)))
     return results
 
 
@@ -248,8 +280,8 @@ def _build(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: 
         results = _compile_objects(plan, tmp, runner, pch, parallel_nvcc, waited)
         kinds = list(results)  # "cpp", then "cuda" when there are CUDA sources
         objects = [results[kind][1] for kind in kinds]
-        log = "\n".join(o.log for o in objects if not o.cached)
-        notes = [n for o in objects for n in o.notes] + [
+        log = _named("\n".join(o.log for o in objects if not o.cached), plan)
+        notes = [_named(n, plan) for o in objects for n in o.notes] + [
             f"{o.path.name} reused from the object cache" for o in objects if o.cached]
         steps = {"pch": round(objects[0].pch_seconds, 3)} if objects[0].pch_seconds else {}
         for kind in kinds:
@@ -261,19 +293,33 @@ def _build(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: 
         cuda_variant = results["cuda"][0].variant if "cuda" in results else None
         for unit, _ in results.values():
             (tmp / unit.filename).write_text(unit.text)
-        warnings = filter_header_warnings("\n".join(o.log for o in objects), OWN_FILES)
+        warnings = filter_header_warnings(_named("\n".join(o.log for o in objects), plan), OWN_FILES)
         so_path = None
         if link:
             so_name = f"{plan.module_name}.so"
-            argv = [*toolchain.cxx(), *[str(o.path) for o in objects], *plan.link_flags, "-o", so_name]
+            paths = []
+            for kind in kinds:
+                unit, obj = results[kind]
+                try:
+                    paths.append(_name_object(obj.path, tmp / "named" / kind, plan.module_name) if unit.placeholder
+                                 else obj.path)
+                except FileNotFoundError:  # pruned from the object cache meanwhile
+                    raise _ObjectVanished(plan.name) from None
+            argv = [*toolchain.cxx(), *[str(p) for p in paths], *plan.link_flags, "-o", so_name]
             code, out, seconds = runner.run(argv, tmp)
             steps["link"] = round(seconds, 3)
             log += f"\n{command_line(argv)}\n{out}"
             if code != 0:
                 if any(not o.path.exists() for o in objects):  # pruned from the object cache meanwhile: not the
                     raise _ObjectVanished(plan.name)            # candidate's fault, compile again
+                if any(unit.placeholder for unit, _ in results.values()):
+                    raise _NameNotPatched(plan.name)  # maybe the patch's fault (LTO): linked as torch links first
                 raise CudaCompileError(f"extension {plan.name!r}: linking failed:\n" + compiler_errors(out),
                                        trim_log(log, max_lines=120))
+            if (any(unit.placeholder for unit, _ in results.values())
+                    and NAME_PLACEHOLDER.encode() in (tmp / so_name).read_bytes()):
+                raise _NameNotPatched(plan.name)
+            shutil.rmtree(tmp / "named", ignore_errors=True)
             (tmp / "build.log").write_text(log)
             info = {"key": plan.key, "name": plan.name, "module_name": plan.module_name, "so": so_name,
                     "so_sha256": file_sha(tmp / so_name), "builder": BUILDER_VERSION, "pid": os.getpid(),

@@ -181,6 +181,23 @@ def include_state(include_dirs: list[str], texts: list[str]) -> str:
 
 
 # -------------------------------------------------------------------------------------------------------------- plan
+NAME_PLACEHOLDER = "ks_" + "Zq" * 8
+"""What a unit is compiled with as TORCH_EXTENSION_NAME instead of its module's name. torch passes the name to both
+compilers, so every new candidate recompiled its C++ glue (pybind11 against <torch/extension.h>: 10 s and more even
+with the precompiled header) although only its kernels changed. The placeholder has the length of every module name
+("ks_" and 16 hex digits; its capitals are never among them), so the object compiled under it is the object compiled
+under the real name with those bytes changed: `build` writes the name in before it links, and checks that the library
+holds no placeholder (were one hidden from the patch, as in compressed LTO sections, it builds with the real name)."""
+_NAME_MACRO = re.compile(r"TORCH_EXTENSION_NAME")
+
+
+def _placeholder_fits(kind: str, text: str) -> bool:
+    """Whether a unit may be compiled under the placeholder: never when its text holds the placeholder itself, and a
+    CUDA unit only when it does not use the name (device code may hold it where no patch reaches: a compressed
+    fatbinary); torch's and the toolkit's headers never use it."""
+    return NAME_PLACEHOLDER not in text and (kind == "cpp" or not _NAME_MACRO.search(text))
+
+
 @dataclass
 class Unit:
     """One translation unit: its text, the compiler command without input/output, and the key of its object."""
@@ -194,6 +211,9 @@ class Unit:
     # compiled against the precompiled <torch/extension.h>: the C++ unit that starts with it (not with
     # no_implicit_headers, where torch includes nothing and forcing the header in would build what torch rejects)
     pch: bool = False
+    # compiled with TORCH_EXTENSION_NAME=NAME_PLACEHOLDER: its object is the same for every module name, and
+    # `build` writes the module's name over the placeholder's bytes before it links (see `NAME_PLACEHOLDER`)
+    placeholder: bool = False
 
 
 @dataclass
@@ -213,7 +233,9 @@ class BuildPlan:
 def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None, extra_cuda_cflags=None,
                extra_ldflags=None, extra_include_paths=None, with_cuda: bool | None = None,
                with_pytorch_error_handling: bool = True, no_implicit_headers: bool = False,
-               arch: str | list[str] | None = None) -> BuildPlan:
+               arch: str | list[str] | None = None, name_placeholder: bool = True) -> BuildPlan:
+    """`name_placeholder=False`: every unit is compiled with the module's own name (what `build` falls back to when
+    a library still holds the placeholder). The plan's module name and key are the same either way."""
     # as torch's ninja file reads them: blank flags vanish, "-O3 -lineinfo" is two flags
     extra_cflags, extra_cuda_cflags = split_flags(extra_cflags), split_flags(extra_cuda_cflags)
     extra_ldflags = split_flags(extra_ldflags)
@@ -249,21 +271,31 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
     # The module name derives from everything in the extension, C++ and CUDA alike: a process never imports two
     # libraries under one name (Python hands back the module it already has for a name, so a second candidate
     # with the same C++ glue and new kernels would silently run the first one's code).
-    module_name = "ks_" + digest("module", toolchain.fingerprint(has_cuda), cpp_text, pch_flags,
-                                 [t for _, t in variants], nvcc_flags, link, with_cuda, headers)[:16]
-    define = f"-DTORCH_EXTENSION_NAME={module_name}"
+    nvcc = [*toolchain.nvcc(), *(["-ccbin", os.environ["CC"]] if os.environ.get("CC") else [])] if has_cuda else []
+    extension = digest("module", toolchain.fingerprint(has_cuda), toolchain.cxx(), cpp_text, pch_flags,
+                       [t for _, t in variants], nvcc, nvcc_flags, link, with_cuda, headers)
+    module_name = "ks_" + extension[:16]
+    assert len(module_name) == len(NAME_PLACEHOLDER)
+
+    def define(kind: str, text: str) -> tuple[str, bool]:
+        patched = name_placeholder and _placeholder_fits(kind, text)
+        return f"-DTORCH_EXTENSION_NAME={NAME_PLACEHOLDER if patched else module_name}", patched
+
     # (no_implicit_headers: keyed apart from objects an older builder compiled with <torch/extension.h> forced in)
-    cpp_key = digest("cpp", toolchain.fingerprint(False), cpp_text, pch_flags, define, headers,
+    cpp_define, cpp_patched = define("cpp", cpp_text)
+    cpp_key = digest("cpp", toolchain.fingerprint(False), cpp_text, pch_flags, cpp_define, headers,
                      *(["without-pch"] if no_implicit_headers else []))
-    cpp = Unit("cpp", "exact", "main.cpp", cpp_text, [*toolchain.cxx(), define, *pch_flags], cpp_key,
-               pch=not no_implicit_headers)
+    cpp = Unit("cpp", "exact", "main.cpp", cpp_text, [*toolchain.cxx(), cpp_define, *pch_flags], cpp_key,
+               pch=not no_implicit_headers, placeholder=cpp_patched)
 
     cuda: list[Unit] = []
     if has_cuda:
-        argv = [*toolchain.nvcc(), *(["-ccbin", os.environ["CC"]] if os.environ.get("CC") else []), define,
-                *nvcc_flags]
         fingerprint = toolchain.fingerprint(True)
         for variant, text in variants:
-            cuda.append(Unit("cuda", variant, "cuda.cu", text, argv, digest("cuda", fingerprint, text, argv, headers)))
-    key = digest("so", cpp.key, cuda[-1].key if cuda else None, link, with_cuda)
+            cuda_define, cuda_patched = define("cuda", text)
+            argv = [*nvcc, cuda_define, *nvcc_flags]
+            cuda.append(Unit("cuda", variant, "cuda.cu", text, argv, digest("cuda", fingerprint, text, argv, headers),
+                             placeholder=cuda_patched))
+    # the library's key: everything in it (as its module name), not how its objects were named
+    key = digest("so", extension, *(["without-pch"] if no_implicit_headers else []))
     return BuildPlan(name, module_name, key, cpp, cuda, link, pch_flags, with_cuda)

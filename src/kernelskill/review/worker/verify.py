@@ -7,6 +7,7 @@ review's `Worker` state; the time stage re-verifies with `one_trial`.
 
 from __future__ import annotations
 
+import os
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
@@ -150,6 +151,11 @@ def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool,
         try:
             with w.cand_trace:
                 if profile:
+                    # CUPTI torn down when the profile ends: left attached (Kineto's default in some releases), it
+                    # slowed every later launch of this process, so the judge's batch, run here after the stages,
+                    # measured the candidate's launches at up to 5x the pace of the reference runner's, which never
+                    # profiled (CUDA-L1 L2/68 on the H200: 254 against 53 us a call)
+                    os.environ["TEARDOWN_CUPTI"] = "1"
                     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                         out = w.candidate.run(cand_args)
                     w.profiled.update(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)

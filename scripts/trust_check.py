@@ -55,7 +55,10 @@ def run(case, judge: bool, log_dir: Path) -> dict:
     wall = time.perf_counter() - start
     return {"correct": result.correct, "error_kind": result.error_kind, "error": (result.error or "")[:300],
             "speedup": result.speedup, "flags": [f.split(":")[0] for f in result.flags], "wall_s": round(wall, 2),
-            "stage_seconds": result.stage_seconds}
+            "stage_seconds": result.stage_seconds,
+            "judge_batch": result.judge_batch.model_dump() if result.judge_batch else None,
+            "host_us": result.timing.host_us if result.timing else None,
+            "speedup_host_paced": result.timing.speedup_host_paced if result.timing else None}
 
 
 def holds(expect: str, r: dict, off: dict | None = None) -> bool:
@@ -84,6 +87,10 @@ def main() -> None:
         if only and not any(o in case[0] for o in only):
             continue
         row = {"case": case[0], "expect": case[4]}
+        try:  # untimed: builds and first-call compiles land here, so neither timed path pays for them
+            run(case, False, logs / f"{i}-warm")
+        except Exception as exc:  # noqa: BLE001 - the timed runs say what broke
+            print(f"{case[0]}: warm-up failed: {type(exc).__name__}: {exc}", flush=True)
         for judge in (True, False):
             try:
                 row["on" if judge else "off"] = run(case, judge, logs / f"{i}-{'on' if judge else 'off'}")
@@ -99,10 +106,17 @@ def main() -> None:
               f"{str(off['correct']):<5} {off['speedup'] or 0:8.2f}x {off['wall_s'] or 0:6.1f}s  "
               f"{on['error_kind'] or ''} {','.join(f for f in on['flags'] if f in ('timing_unconfirmed', 'reference_slowed'))}",
               flush=True)
+        seconds, batch = on.get("stage_seconds") or {}, on.get("judge_batch")
+        print(f"    judge side: reference runner {seconds.get('reference', 0):.2f}s (start "
+              f"{seconds.get('reference_start', 0):.2f}s), candidate start {seconds.get('start', 0):.2f}s, batch "
+              f"{seconds.get('judge_batch', 0):.2f}s" + (
+                  f"; pace us/call ref {batch['reference_pace_us']:.1f} cand {batch['candidate_pace_us']:.1f} "
+                  f"claimed {batch['claimed_us']:.1f} ({batch['calls']} calls)" if batch else ""), flush=True)
     honest = [r for r in rows if r["expect"] == "correct" and r["on"]["wall_s"] and r["off"]["wall_s"]]
     if honest:
         ratio = statistics.median(r["on"]["wall_s"] / r["off"]["wall_s"] for r in honest)
-        print(f"\nmedian review wall time, judge on / runner only, over {len(honest)} honest cases: {ratio:.2f}x")
+        print(f"\nmedian review wall time, judge on / runner only, over {len(honest)} honest cases (each built and run "
+              f"once before, untimed): {ratio:.2f}x")
     print(f"judge holds in {sum(r['holds'] for r in rows)} of {len(rows)} cases")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ def test_the_noise_flag_follows_the_figures_the_judge_kept():
     slow_quiet = [s * (1 + 4 * REF_SLACK) * 1.3 for s in QUIET]
     runner = _runner_timing(slow_quiet, [0.5] * 8)
     assert not runner.noisy
-    result, flags = bound_timing(runner, _reference(NOISY), _walls(0.5), 10)
+    result, flags, _ = bound_timing(runner, _reference(NOISY), _walls(0.5), 10)
     assert any(f.startswith("reference_slowed") for f in flags), flags
     assert result.noisy
     assert [f for f in flags if f.startswith("noisy_timing")] == [f"noisy_timing: {result.noisy_reason}"]
@@ -44,5 +44,27 @@ def test_the_noise_flag_follows_the_figures_the_judge_kept():
 
 def test_quiet_figures_carry_no_noise_flag():
     runner = _runner_timing(QUIET, [0.5] * 8)
-    result, flags = bound_timing(runner, _reference(QUIET), _walls(0.5), 10)
+    result, flags, _ = bound_timing(runner, _reference(QUIET), _walls(0.5), 10)
     assert not result.noisy and not any(f.startswith("noisy_timing") for f in flags), flags
+
+
+def test_an_unconfirmed_candidate_is_compared_at_both_sides_pace_in_the_batch():
+    # a host-bound pair, as on the H200's small problems: events say 0.1 ms (reference) and 0.05 ms (candidate), but
+    # in the batch each call takes longer than its events on both sides (launches, the copy of every output). The
+    # candidate's pace there is 0.3 ms, the reference's 0.6 ms: 2x, measured the same way on both sides. Held at its
+    # host time (0.1 ms) the reference would make the candidate look 3x slower than it is
+    ref = _reference([0.1] * 8, calls=1000)
+    ref.batch_walls["calls"] = 1000 * 0.6e-3
+    runner = _runner_timing([0.1] * 8, [0.05] * 8)
+    result, flags, batch = bound_timing(runner, ref, _walls(0.3, calls=1000), 1000)
+    assert any(f.startswith("timing_unconfirmed") for f in flags), flags
+    assert not batch.confirmed
+    assert abs(batch.candidate_pace_us - 300) < 15 and abs(batch.reference_pace_us - 600) < 15, batch
+    assert 1.9 < result.speedup_median < 2.1, result.speedup_median
+
+
+def test_a_confirmed_candidate_keeps_its_runners_event_figures():
+    runner = _runner_timing([1.0] * 8, [0.5] * 8)
+    result, flags, batch = bound_timing(runner, _reference([1.0] * 8), _walls(0.55), 10)
+    assert batch.confirmed and not any(f.startswith("timing_unconfirmed") for f in flags)
+    assert result.speedup_median == 2.0

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kernelskill.review.compare import compare_outputs
 from kernelskill.review.exchange import ExchangeError, read_outputs
-from kernelskill.review.results import Mismatch, TimingResult, TimingStats
+from kernelskill.review.results import JudgeBatch, Mismatch, TimingResult, TimingStats
 from kernelskill.review.wire import Command
 
 JUDGE_TRIALS = 3  # trials on seeds only the judge knew
@@ -76,7 +76,7 @@ class JudgeReport:
     max_rel_error: float | None = None
     flags: list[str] = field(default_factory=list)
     timing: TimingResult | None = None  # the runner's timing, bounded
-    batch: dict = field(default_factory=dict)  # sizes and wall times, for the record
+    batch: JudgeBatch | None = None  # what bounded it, for the record
 
 
 def draw_seeds(n: int) -> list[int]:
@@ -205,12 +205,9 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                     report.mismatch = mismatch
                     return _fail(report, "rejected", f"outputs of calls in a batch timed by the judge differ from the "
                                  f"reference ({why}); every call must compute its result", check="judge:batch-outputs")
-            report.timing, flags = bound_timing(runner_timing, ref, walls, calls)
+            report.timing, flags, report.batch = bound_timing(runner_timing, ref, walls, calls)
+            report.batch.checked_calls = picks
             report.flags += flags
-            report.batch = {"calls": calls, "checked_calls": picks,
-                            "reference_s": {k: round(v, 6) for k, v in ref.batch_walls.items()},
-                            "candidate_s": {k: round(v, 6) for k, v in walls.items()},
-                            "candidate_wall_s": round(sum(walls.values()), 6)}
     finally:
         worker.kill()
         shutil.rmtree(cand_folder, ignore_errors=True)
@@ -234,8 +231,12 @@ def _fail(report: JudgeReport, kind: str, error: str, check: str | None = None) 
 
 
 def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float], calls: int
-                 ) -> tuple[TimingResult, list[str]]:
-    """The runner's timing, recomputed from its samples and held to what the judge measured (module docstring)."""
+                 ) -> tuple[TimingResult, list[str], JudgeBatch]:
+    """The runner's timing, recomputed from its samples and held to what the judge measured (module docstring).
+
+    Where the candidate's events are not confirmed, both sides are put at their pace in the batch, measured the same
+    way: a part's calls less the judge's latency, per call. (The reference at its runner's host time per call instead
+    would leave the candidate alone paying for what a batch adds to every call, the copy of its outputs.)"""
     flags = []
     runner_ref = _stats(timing.reference.model_dump()) or ref.stats
     cand = _stats(timing.candidate.model_dump())
@@ -253,16 +254,18 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     overhead_s = min(OVERHEAD_CAP_S, max(0.0, ref.batch_walls["calls"] - len(ref.batch_seeds) * ref_call_s))
     hidden_s = sum(max(0.0, walls[p] - ref.batch_walls[p] * (1 + PHASE_TOL) - PHASE_ABS_S) for p in ("prepare", "commit"))
     wall_call_s = (max(0.0, walls["calls"] - overhead_s) + hidden_s) / calls
+    ref_pace_s = max(ref_call_s, (ref.batch_walls["calls"] - overhead_s) / len(ref.batch_seeds))
     claimed_s = cand.median_ms / 1e3
     fields = {k: getattr(timing, k) for k in ("clock", "method", "warmup", "iters", "retimed", "group", "prefill_us",
                                                 "host_us", "spin_outrun", "speedup_host_paced")}
-    if wall_call_s > claimed_s * (1 + WALL_TOL) + WALL_ABS_S / calls:
+    confirmed = wall_call_s <= claimed_s * (1 + WALL_TOL) + WALL_ABS_S / calls
+    if not confirmed:
         flags.append(f"timing_unconfirmed: by the judge's clock the candidate's calls took {wall_call_s * 1e6:.1f} us "
                      f"each in a batch of {calls}, its own events say {claimed_s * 1e6:.1f} us (work outside the "
                      "timed region, launches slower than the GPU, or a runner that misreports); the speedup uses "
                      "both sides' wall-clock pace")
         cand = _scaled(cand, wall_call_s / claimed_s)
-        ref_stats = _scaled(ref_stats, max(1.0, ref_call_s * 1e3 / ref_stats.median_ms))
+        ref_stats = _scaled(ref_stats, max(1.0, ref_pace_s * 1e3 / ref_stats.median_ms))
         fields["method"] += "; the candidate's event times were not confirmed by the judge's clock, so both sides " \
                             "are scaled to their wall-clock pace in a batch of back-to-back calls"
     result = TimingResult.of(ref_stats, cand, **fields)
@@ -276,7 +279,12 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
             result.speedup_vs_compile = min(compiled.mean_ms / cand.mean_ms,
                                             timing.speedup_vs_compile or math.inf)
             result.speedup_vs_compile_host_paced = timing.speedup_vs_compile_host_paced
-    return result, flags
+    batch = JudgeBatch(calls=calls, reference_calls=len(ref.batch_seeds),
+                       reference_s={k: round(v, 6) for k, v in ref.batch_walls.items()},
+                       candidate_s={k: round(v, 6) for k, v in walls.items()}, overhead_us=round(overhead_s * 1e6, 1),
+                       reference_pace_us=round(ref_pace_s * 1e6, 3), candidate_pace_us=round(wall_call_s * 1e6, 3),
+                       claimed_us=round(claimed_s * 1e6, 3), confirmed=confirmed)
+    return result, flags, batch
 
 
 def _scaled(stats: TimingStats, factor: float) -> TimingStats:

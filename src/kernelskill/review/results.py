@@ -299,6 +299,22 @@ class SandboxLayer(BaseModel):
     detail: str | None = None  # when unavailable, why
 
 
+class JudgeBatch(BaseModel):
+    """The judge's batch of back-to-back calls (review/judge.py), by the judge's own clock: what bounded the
+    candidate's timing."""
+
+    calls: int  # the candidate's calls; its outputs of `checked_calls` were compared after it answered
+    checked_calls: list[int] = Field(default_factory=list)
+    reference_calls: int
+    reference_s: dict[str, float] = Field(default_factory=dict)  # prepare, calls, commit: the reference runner's
+    candidate_s: dict[str, float] = Field(default_factory=dict)
+    overhead_us: float  # the part of a batch's `calls` taken as the judge's latency, not calls
+    reference_pace_us: float  # each side's calls, less that, per call
+    candidate_pace_us: float
+    claimed_us: float  # the candidate's median by its runner's events
+    confirmed: bool  # the candidate's pace is within the tolerance of its claim
+
+
 class ReviewResult(BaseModel):
     compiled: bool
     correct: bool
@@ -331,6 +347,7 @@ class ReviewResult(BaseModel):
     log_path: str | None = None  # the full worker log
     sandbox: dict[str, SandboxLayer] = Field(default_factory=dict)  # network, filesystem, environment, user
     speed_of_light: SpeedOfLight | None = None  # on a GPU in the table, when the candidate was timed
+    judge_batch: JudgeBatch | None = None  # when the judge timed the candidate
 
     @property
     def exit_code(self) -> ExitCode:

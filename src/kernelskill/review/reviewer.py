@@ -107,6 +107,7 @@ def review(
     nothing = Candidate(source="", backend="none")
     seeds = _seeds(settings)  # one draw for both runners: Model and ModelNew are built after the same seed
     say("reference runner")
+    ref_began = time.perf_counter()
     ref_outcome = run_worker(_request(problem, nothing, settings, device, "none", seeds, mode="reference", judged=True),
                              timeouts, log_dir / "reference.log", worker_env, reuse=settings.reuse_worker)
     ref_run, ref_worker = None, ref_outcome.worker
@@ -117,6 +118,8 @@ def review(
             ref_run = judge.reference_part(ref_worker, Path(ref_worker.scratch) / "judge", device, settings.timing,
                                            timeouts)
         ref_worker.kill(keep_scratch=True)
+        ref_seconds = {"reference_start": ref_outcome.stage_seconds.get("start", 0.0),
+                       "reference": round(time.perf_counter() - ref_began, 3)}
         if ref_run is not None and ref_run.error:
             return _reference_failed(base, ref_outcome, log_dir / "reference.log", time.perf_counter() - start,
                                      ref_run.error)
@@ -135,8 +138,10 @@ def review(
                                               outcome.results.timing if settings.timing else None)
     finally:
         ref_worker.kill()
-    return _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem, report,
-                    judged=True)
+    result = _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem, report,
+                      judged=True)
+    result.stage_seconds.update(ref_seconds)  # this side's clock: the reference runner's start and whole part
+    return result
 
 
 def _reference_failed(base: dict, outcome: WorkerOutcome, log_path: Path, wall: float,
@@ -412,7 +417,8 @@ def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_p
                     if not (report and report.timing is not None and f.startswith("noisy_timing"))]
     result["flags"] = runner_flags + (report.flags if report else [])
     if report and report.batch:
-        result["stage_seconds"]["judge_batch"] = report.batch.get("candidate_wall_s")
+        result["judge_batch"] = report.batch
+        result["stage_seconds"]["judge_batch"] = round(sum(report.batch.candidate_s.values()), 3)
     result["precision"] = settle(found.precision, base["precision"].compute_dtypes,
                                  found.verify is not None and found.verify.ok,
                                  found.kernels.profiled_kernels if found.kernels else ())

@@ -9,7 +9,9 @@ runner says here decides anything: the judge compares the files and measures the
 
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,20 @@ from kernelskill.review.exchange import write_outputs
 
 if TYPE_CHECKING:
     from kernelskill.review.worker.stages import Worker
+
+
+@contextmanager
+def _no_collection():
+    """The batch's parts run without the cyclic garbage collector, in both runners: its passes cost with the size
+    of the heap, which differs between a runner that ran the reference alone and one that ran a candidate's
+    stages, and the judge compares the two sides' wall times part by part."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _sync(w: Worker) -> None:
@@ -53,9 +69,10 @@ def outputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
 
 def prepare(w: Worker, role: str, seeds: list[int], out_dir: str | None) -> dict:
     """The judge's batch, first part: one input set per seed, made on the device and kept."""
-    w.batch_sets = [w.make_inputs(seed) for seed in seeds]
-    w.batch_outputs = []
-    _sync(w)
+    with _no_collection():
+        w.batch_sets = [w.make_inputs(seed) for seed in seeds]
+        w.batch_outputs = []
+        _sync(w)
     return {"sets": len(w.batch_sets)}
 
 
@@ -76,10 +93,10 @@ def calls(w: Worker, role: str, seeds: list[int], out_dir: str | None) -> dict:
         fn = w.candidate.call
     start = time.perf_counter()
     kept = []
-    with torch.no_grad():
+    with _no_collection(), torch.no_grad():
         for args in w.batch_sets:
             kept.append(map_tensors(fn(args), lambda t: t.detach().clone()))
-    _sync(w)
+        _sync(w)
     w.batch_outputs = kept
     return {"calls_s": round(time.perf_counter() - start, 6)}
 
@@ -87,7 +104,8 @@ def calls(w: Worker, role: str, seeds: list[int], out_dir: str | None) -> dict:
 def commit(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
     """The judge's batch, last part: every output written out, before the judge says which it will compare."""
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    written = sum(write_outputs(Path(out_dir) / f"{i}.out", out) for i, out in enumerate(w.batch_outputs))
+    with _no_collection():
+        written = sum(write_outputs(Path(out_dir) / f"{i}.out", out) for i, out in enumerate(w.batch_outputs))
     w.batch_sets, w.batch_outputs = [], []
     return {"bytes": written}
 

@@ -152,9 +152,9 @@ def one_trial(w: Worker, index: int, seed: int, cand_first: bool, profile: bool,
             with w.cand_trace:
                 if profile:
                     # CUPTI torn down when the profile ends: left attached (Kineto's default in some releases), it
-                    # slowed every later launch of this process, so the judge's batch, run here after the stages,
-                    # measured the candidate's launches at up to 5x the pace of the reference runner's, which never
-                    # profiled (CUDA-L1 L2/68 on the H200: 254 against 53 us a call)
+                    # slows every later launch of this process, and the judge's batch, run here after the stages,
+                    # is held against the reference runner's, which never profiled (H200, CUDA-L1 L2/68: 53 us a
+                    # call before one profile, 74 after; with teardown 36 and 36; scripts/profiler_aftereffect.py)
                     os.environ["TEARDOWN_CUPTI"] = "1"
                     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                         out = w.candidate.run(cand_args)

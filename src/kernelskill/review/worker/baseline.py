@@ -120,8 +120,27 @@ def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:
     return run, CompileWarmup(seconds=seconds, in_process_after=fallback, **counts)
 
 
+def headers_beside_the_cache() -> None:
+    """Inductor's precompiled headers (CPU) in the folder of Inductor's cache that the sandbox gives every worker.
+    Inductor keeps them under its default cache folder, in TMPDIR, whatever TORCHINDUCTOR_CACHE_DIR says; a sandboxed
+    worker's TMPDIR is its own scratch folder, so each worker compiled them again before its first graph (8 of a cold
+    15 s on 2 CPU cores, also where every kernel was in the cache). They are keyed by the preprocessed header, the
+    flags and the compiler, as there."""
+    import os
+
+    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not folder:
+        return
+    import torch._inductor.codecache as codecache
+
+    if hasattr(codecache, "_HEADER_DIR") and hasattr(codecache, "_HEADER_LOCK_DIR"):
+        codecache._HEADER_DIR = os.path.join(folder, "precompiled_headers")
+        codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
+
+
 def _compile_and_call(w: Worker) -> Callable:
     torch = w.torch
+    headers_beside_the_cache()
     compiled = torch.compile(w.ref_model)
 
     def run(*args):

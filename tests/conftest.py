@@ -101,6 +101,67 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# ------------------------------------------------------------------------------- Inductor's compiled kernels, shared
+# A cold torch.compile on CPU spends most of its time in g++: the CPU-capability probes Inductor compiles first (the
+# same five for every graph) and each kernel. Tests that need a cold Inductor cache need its FX graph and AOT
+# autograd caches cold (their hits and misses are what they check), not a fresh g++ run for a kernel another test of
+# this session compiled from the same source. Inductor finds a kernel's library by its source's hash, so a fresh
+# cache holding the libraries already compiled still misses every graph, lowers it and writes its code again.
+_GRAPH_CACHES = ("fxgraph", "aotautograd", "locks")
+
+
+def _inductor_kernel_store(tmp_path_factory) -> Path:
+    """One folder for the session, shared by the xdist workers (as test_cuda_build's build cache)."""
+    base = tmp_path_factory.getbasetemp()
+    store = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "inductor-kernels"
+    store.mkdir(exist_ok=True)
+    return store
+
+
+def _copy_kernels(source: Path, target: Path, owner: tuple[int, int] | None = None) -> None:
+    """The compiled kernels under `source` (every file outside the graph caches) into `target`, where missing;
+    each file appears whole (copied aside, then renamed)."""
+    import shutil
+
+    for folder in sorted(p for p in source.iterdir() if p.is_dir() and p.name not in _GRAPH_CACHES):
+        for file in sorted(p for p in folder.iterdir() if p.is_file()):
+            dest = target / folder.name / file.name
+            if dest.exists():
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.parent / f".{file.name}.{os.getpid()}.tmp"
+            try:  # Inductor replaces its files, never writes into one: a link is a copy here
+                if owner is not None and owner != (os.geteuid(), os.getegid()):
+                    raise OSError("another owner: copied")
+                os.link(file, tmp)
+            except OSError:
+                shutil.copy2(file, tmp)
+                if owner is not None:
+                    os.chown(tmp, *owner)
+                    os.chown(dest.parent, *owner)
+            os.replace(tmp, dest)
+
+
+@pytest.fixture
+def fresh_inductor_cache(tmp_path, monkeypatch, tmp_path_factory):
+    """An Inductor cache of this test's own (the sandbox's caches, under a folder of this test's): its FX graph and
+    AOT autograd caches are empty, so every graph is a cache miss compiled here unless the test warmed it; the
+    kernels compiled by earlier tests of the session are there (see above), and this test's are kept for later
+    ones."""
+    from kernelskill.review import confine
+
+    root = tmp_path / "sandbox-caches"
+    monkeypatch.setenv("KERNELSKILL_SANDBOX_CACHE", str(root))
+    drop = confine._drop_plan({"user": True}, [])[0]
+    uid, gid = (drop["uid"], drop["gid"]) if drop else (os.geteuid(), os.getegid())
+    inductor = confine.sandbox_cache_root(uid) / "inductor"  # as confine._caches names it
+    inductor.mkdir(parents=True)
+    store = _inductor_kernel_store(tmp_path_factory)
+    _copy_kernels(store, inductor, (uid, gid) if os.geteuid() == 0 else None)
+    yield inductor
+    _copy_kernels(inductor, store)
+
+
 def process_running(pid: int) -> bool:
     """The process exists and is not a zombie (an exited child its parent has not reaped yet)."""
     try:

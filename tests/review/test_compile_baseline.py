@@ -15,13 +15,6 @@ TRITON = "candidates/p01_pointwise_gelu_chain/triton_ok.py"
 pytestmark = pytest.mark.slow  # Inductor compiles C++ on the CPU: about 20 s a cold compile
 
 
-@pytest.fixture
-def fresh_inductor_cache(tmp_path, monkeypatch):
-    """An Inductor cache of this test's own (the sandbox's caches, under a folder of this test's): every compile is
-    cold unless the test warmed it."""
-    monkeypatch.setenv("KERNELSKILL_SANDBOX_CACHE", str(tmp_path / "sandbox-caches"))
-
-
 def test_the_compile_is_made_before_the_timed_loop_so_no_side_loses_samples(tmp_path, fresh_inductor_cache):
     # Compiled on its first warm-up call, torch.compile's seconds counted as a warm-up call's cost: the loop's
     # budget then cut every side to the minimum of 10 samples.

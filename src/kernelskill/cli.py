@@ -199,8 +199,6 @@ def review(
     from kernelskill.candidate import read_candidate
     from kernelskill.folders import writable_folder
     from kernelskill.problem import read_problem
-    from kernelskill.review.render import print_review, to_json
-    from kernelskill.review.reviewer import review as run_review
     from kernelskill.settings import from_options
 
     timeouts = from_options(StageTimeouts, TIMEOUT_OPTIONS, compile=compile_timeout, verify=verify_timeout,
@@ -214,6 +212,10 @@ def review(
     cand = read_candidate(candidate, settings.backend)
     if log_dir is not None:  # found out before the review, not as an OSError after it
         log_dir = writable_folder(log_dir, "--log-dir")
+    # torch comes with these: imported once the options are known to be good, so a mistake is said in a blink
+    from kernelskill.review.render import print_review, to_json
+    from kernelskill.review.reviewer import review as run_review
+
     with review_progress(f"reviewing {candidate} against {problem}", quiet=as_json) as progress:
         result = run_review(prob, cand, settings, log_dir=log_dir, **progress.keywords(run_review))
     if as_json:

@@ -89,6 +89,41 @@ SLOW = (
 )
 
 
+# The precompiled <torch/extension.h> for the two flag sets the suite builds with (C++ only, and with CUDA's include
+# folder for CUDA candidates) takes about a minute each. Built when a test first needs one, the other xdist worker
+# compiled its own units without it meanwhile (half a minute each) or waited. In a whole run with its own build cache
+# (CI: a fresh $KERNELSKILL_CACHE) they are built in the background from the start, long before the first compile
+# test (the builder's lock makes a test that comes first wait for it, and a review worker compile without it).
+_PCH_PROCESS = []
+
+
+def _whole_run(config) -> bool:
+    """The whole suite (no paths given: the configured testpaths), slow tests included, no -k."""
+    return (config.args_source == pytest.Config.ArgsSource.TESTPATHS and "slow" not in (config.option.markexpr or "")
+            and not config.option.keyword)
+
+
+def pytest_configure(config):
+    import shutil
+    import subprocess
+    import sys
+
+    if (hasattr(config, "workerinput") or not os.environ.get("KERNELSKILL_CACHE") or shutil.which("nvcc") is None
+            or not _whole_run(config)):
+        return
+    script = ("from kernelskill.review.cuda.pch import prepare_pch\n"
+              "prepare_pch(with_cuda=False)\nprepare_pch(with_cuda=True)\n")
+    _PCH_PROCESS.append(subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, start_new_session=True))
+
+
+def pytest_unconfigure(config):
+    for proc in _PCH_PROCESS:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(item.nodeid.startswith(prefix) and word in item.nodeid for prefix, word, _ in SLOW):

@@ -100,6 +100,18 @@ def test_precompiled_header_is_built_once_and_used(ext, cache):
     assert "pch" not in built.steps  # the build used the header prepare_pch made; it did not make its own
 
 
+def test_cuda_and_cpp_only_extensions_share_one_precompiled_header(pch_seconds):
+    """A CUDA extension's C++ unit has the toolkit's include folder too; <torch/extension.h> reads the same without
+    it, so its unit uses the header of C++-only extensions rather than one of its own (a minute to build)."""
+    from kernelskill.review.cuda.pch import header_flags_for
+
+    cpp_only = plan_build("x", SOURCE, functions=FUNCTIONS, with_cuda=False)
+    with_cuda = plan_build("x", SOURCE, functions=FUNCTIONS, with_cuda=True)
+    assert with_cuda.pch_flags != cpp_only.pch_flags
+    assert header_flags_for(with_cuda.pch_flags) == cpp_only.pch_flags
+    assert prepare_pch(with_cuda=True) == 0.0  # the one pch_seconds built
+
+
 def test_cache_hit_in_a_fresh_process_takes_under_a_second(ext):
     _, built = ext
     result = _python("""

@@ -3,7 +3,8 @@ same flags is compiled against it in a few seconds.
 
 `prepare_pch` builds it ahead of time (optimize and bench start it in the background); a build that finds it missing
 builds it itself when no other process is doing so, and otherwise compiles without it rather than wait. gcc's `-H`
-output says whether the header was used; `-Winvalid-pch` says why not.
+output says whether the header was used; `-Winvalid-pch` says why not. A CUDA extension's C++ unit shares the header
+of C++-only ones when the toolkit's include folder does not change what the header reads (`header_flags_for`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,49 @@ from kernelskill.review.logs import compiler_errors, trim_log
 
 PCH_HEADER = "ks_torch_extension.h"
 _HEADER_TREE = re.compile(r"^(\.+|!|x) \S")
+
+
+def header_flags_for(pch_flags: list[str]) -> list[str]:
+    """The flags the header for a unit compiled with `pch_flags` is built with: `pch_flags` without the CUDA
+    toolkit's include folder when <torch/extension.h> reads the same without it (then the C++ units of CUDA and of
+    C++-only extensions share one header, a minute less per cache; gcc takes a header whose include folders differ).
+    Whether it does is found out once per flag set and kept beside the headers."""
+    toolkit = [p for p in toolchain.system_includes(True) if p not in toolchain.system_includes(False)]
+    without, i = [], 0
+    while i < len(pch_flags):
+        if pch_flags[i] == "-isystem" and i + 1 < len(pch_flags) and pch_flags[i + 1] in toolkit:
+            i += 2
+            continue
+        without.append(pch_flags[i])
+        i += 1
+    if without == pch_flags:
+        return pch_flags
+    record = cache.build_dir() / "pch" / f"same-{toolchain.digest('same', toolchain.fingerprint(False), pch_flags)[:24]}.json"
+    try:
+        return without if json.loads(record.read_text())["same"] else pch_flags
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    read = _preprocessed(pch_flags)
+    same = read is not None and read == _preprocessed(without)
+    with contextlib.suppress(OSError):
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"same": same, "flags": pch_flags, "without": without}))
+        os.replace(tmp, record)
+    return without if same else pch_flags
+
+
+def _preprocessed(flags: list[str]) -> str | None:
+    """The digest of <torch/extension.h> as the preprocessor reads it with `flags` (no line markers); None if it fails."""
+    import hashlib
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / PCH_HEADER).write_text("#include <torch/extension.h>\n")
+        proc = subprocess.run([*toolchain.cxx(), *flags, "-E", "-P", "-x", "c++-header", PCH_HEADER], cwd=folder,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return hashlib.sha256(proc.stdout).hexdigest() if proc.returncode == 0 else None
 
 
 def pch_dir(pch_flags: list[str]) -> Path:
@@ -60,14 +104,15 @@ def prepare_pch(extra_cflags: list[str] | None = None, extra_include_paths: list
         with_cuda = torch.version.cuda is not None and toolchain.cuda_home() is not None
     plan = plan_build("prepare_pch", "", None, None, extra_cflags, with_cuda=with_cuda,
                       extra_include_paths=extra_include_paths)
-    directory = pch_dir(plan.pch_flags)
+    flags = header_flags_for(plan.pch_flags)
+    directory = pch_dir(flags)
     if _ready(directory):
         touch(directory / "pch.json")
         return 0.0
     with flock(cache.pch_lock(directory.name)):
         if _ready(directory):
             return 0.0
-        ok, seconds, log = _build(directory, plan.pch_flags, Runner())
+        ok, seconds, log = _build(directory, flags, Runner())
         if not ok:
             raise CudaCompileError("building the precompiled <torch/extension.h> failed:\n" + compiler_errors(log),
                                    trim_log(log))
@@ -78,6 +123,7 @@ def header_flags(pch_flags: list[str], runner: Runner, notes: list[str]) -> tupl
     """The flags that compile a C++ unit against the precompiled header for `pch_flags`, building the header first
     when nobody else is building it; no flags (and a note why) when it is not ready. Returns (flags, seconds spent
     building the header, its build log: empty when this call did not build it)."""
+    pch_flags = header_flags_for(pch_flags)
     directory = pch_dir(pch_flags)
     seconds, log = 0.0, ""
     if not _ready(directory):

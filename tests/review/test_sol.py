@@ -4,12 +4,17 @@ floor, and two correct kernels were: L1/12 does a diagonal matrix product as a r
 reference's algorithm: flagged, not rejected), L2/83 returns one zero tensor it allocated in __init__ on every call
 (its reference's clamp makes the output zero), in 8 us, under the 9 us writing 128 MB takes: rejected."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from kernelskill.problem import read_problem
 from kernelskill.review import sol
 from kernelskill.review.results import TimingResult, TimingStats
 from kernelskill.review.roofline import hard_floor_ms
+from kernelskill.review.rules import RuleSet
+from kernelskill.review.verdict import Seen, decide
+from kernelskill.review.wire import StageResults
 from kernelskill.review.work import ProblemWork, measure_problem_work
 from tests.conftest import DATA
 
@@ -30,10 +35,13 @@ def work(monkeypatch):
 
 
 def judged(candidate_ms: float, device: str = "cuda", gpu: str = "NVIDIA H200", stored: int | None = None) -> dict:
-    result = {"device": device, "device_name": gpu, "timing": timed(candidate_ms), "stage": None, "correct": True,
-              "flags": [], "checks": []}
-    sol.judge(result, read_problem(P01), stored)
-    return result
+    """The verdict (review/verdict.py) on a run that went through with this timing, as the reviewer decides it."""
+    outcome = SimpleNamespace(results=StageResults(timing=timed(candidate_ms)), verdict=None, timed_out=False,
+                              awaiting=False, finished=True, stage=None)
+    problem = read_problem(P01)
+    floor = (lambda timing: sol.assess(timing, problem, gpu, stored)) if device == "cuda" else None
+    verdict = decide(Seen(outcome=outcome), RuleSet.of("kernelbench"), "triton", [], floor=floor)
+    return {k: v for k, v in verdict.fields().items() if not (k == "speed_of_light" and v is None)}
 
 
 def test_the_hard_floor_counts_only_outputs_that_cannot_stay_in_l2():

@@ -36,6 +36,7 @@ from kernelskill.memory.features.extract import extract_features
 from kernelskill.memory.policy.advise import advise
 from kernelskill.memory.policy.collect import with_problem
 from kernelskill.memory.policy.evidence import Evidence, TriedMethod
+from kernelskill.review.rules import RuleSet
 from kernelskill.store import safe_name
 from kernelskill.loop.outcome import NO_CANDIDATE, RoundRecord, repair_rank
 
@@ -296,8 +297,8 @@ class TaskRunner:
             return KernelRef(candidate_id=row.id, label=label, path=row.path, source=source, feedback=feedback)
         # Under --rules kernelbench any working ModelNew counts, as in KernelBench's harness (published kernels are
         # often plain PyTorch, or Triton in a CUDA task): the review judges it as it is.
-        if (candidate.syntax_error is None and candidate.backend != ctx.task.backend
-                and ctx.review_settings.rules == "strict"):
+        if (candidate.syntax_error is None
+                and not RuleSet.of(ctx.review_settings.rules).accepts_backend(candidate.backend, ctx.task.backend)):
             feedback = failed_feedback(
                 "wrong_backend",
                 f"this task asks for a {ctx.task.backend} kernel, but the candidate is "

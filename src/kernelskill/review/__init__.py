@@ -2,7 +2,8 @@
 
 The trust boundary. Code that has run problem or candidate code is never trusted to report on it:
 
-    judging process (reviewer.py, judge.py, compare.py)     never imports the problem or the candidate
+    judging process (reviewer.py, judge.py, verdict.py,    never imports the problem or the candidate
+                     rules.py, compare.py)
         │  seeds it draws ──► files it reads back (exchange.py: no pickle), its own clock, its own deadlines
         ├── reference runner   the problem's code only; times the reference and writes its outputs, all before
         │                      any candidate code runs
@@ -11,12 +12,22 @@ The trust boundary. Code that has run problem or candidate code is never trusted
 
 The verdict is correct only when the judge's comparisons pass; the reference's time is the reference runner's
 (the candidate runner's may be at most 5% slower); the candidate's event time is bounded by the judge's clock over
-the batch (judge.py says how). Guards.judge=False falls back to the runner's own report, for tests only.
+the batch (judge.py says how), and where it is not confirmed both sides are put at their pace in that batch. The
+verdict is one immutable object, decided once (verdict.py) from how the runner ended, the judge's report, the
+speed-of-light floor and one rule set (rules.py: what `--rules strict|kernelbench` means, asked by the reviewer,
+the runner's trials and the loop alike). Guards.judge=False falls back to the runner's own report, for tests only.
+
+Why it holds: the judging process never imports problem or candidate code, so nothing can patch what it compares
+or times with; a runner speaks only through files the judge parses without running anything (exchange.py) and
+through the wall time the judge itself measures, never through a message taken as a claim; every deadline is the
+judge's; the seeds of the judge's trials and batch exist only in the judge until the runner must answer, and the
+batch's checked calls are drawn after it answered, once its runner is dead.
 
 A map of the package, in the order a review goes through it:
 
 - the reviewer (reviewer.py): `review()` and `prebuild()`, the one entry point; it runs the static checks, starts
-  the two runners and composes the runner's hints and the judge's report (judge.py) into a `ReviewResult`. Where a review runs (which device,
+  the two runners, has the judge (judge.py) make its trials and batch, and puts the runner's records beside the
+  verdict (verdict.py, under the rule set of rules.py) in a `ReviewResult`. Where a review runs (which device,
   this machine or a cluster) is decided above this package, by kernelskill.loop.evaluator.
 - static checks (static_checks.py): what is refused before anything runs (monkey-patching, frame access, threads,
   fallbacks to the reference), and what only the strict rules refuse.

@@ -24,11 +24,13 @@ from kernelskill.errors import KernelSkillError, ProblemError, SandboxError
 from kernelskill.problem import Problem, read_problem
 from kernelskill.review import judge
 from kernelskill.review.logs import trim_log
-from kernelskill.review.precision import compute_dtypes, settle
+from kernelskill.review.precision import compute_dtypes
 from kernelskill.review.results import Check, CompileResult, CompileWarmup, PolicyResult, Precision, ReviewResult
 from kernelskill.review.sandbox import WorkerOutcome, clean_environment, describe_exit, run_worker
-from kernelskill.review.sol import judge as judge_speed_of_light
+from kernelskill.review.rules import RuleSet
+from kernelskill.review.sol import assess as assess_speed_of_light
 from kernelskill.review.static_checks import split_findings, static_checks
+from kernelskill.review.verdict import Seen, decide, rejection_text
 from kernelskill.review.wire import ReviewRequest, Seeds
 from kernelskill.settings import ReviewSettings
 
@@ -90,8 +92,8 @@ def review(
         safety, strict_only = split_findings(static_checks(candidate.source, candidate.filename))
         if safety:  # never run, under either rule set
             return ReviewResult(**base, stage="verify", error_kind="rejected", checks=safety + strict_only,
-                                error=_rejection(safety), policy=PolicyResult(rules=settings.rules,
-                                                                             violations=strict_only))
+                                error=rejection_text(safety), policy=PolicyResult(rules=settings.rules,
+                                                                                  violations=strict_only))
 
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kernelskill-review-"))
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -167,11 +169,6 @@ def _reference_failed(base: dict, outcome: WorkerOutcome, log_path: Path, wall: 
                               f"judged: {error}" + (f"\n{tail}" if tail else ""))
 
 
-def _rejection(checks: list[Check]) -> str:
-    return (f"rejected by check {checks[0].name}: {checks[0].detail}"
-            + (f" (and {len(checks) - 1} more)" if len(checks) > 1 else ""))
-
-
 def _base(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str) -> dict:
     """The fields every ReviewResult of this review starts from."""
     return dict(device=device, backend=backend, problem=str(problem.path), candidate=candidate.filename,
@@ -179,18 +176,10 @@ def _base(problem: Problem, candidate: Candidate, settings: ReviewSettings, devi
                 precision=Precision(compute_dtypes=compute_dtypes(candidate.source)))  # read here, not in the worker
 
 
-def source_unreadable(settings: ReviewSettings, backend: str) -> bool:
-    """Under --rules kernelbench a CUDA or plain-PyTorch candidate is run from its source text, as KernelBench's
-    harness `exec`s it: code that reads its own source back (torch.jit.script, inspect) fails as it fails there.
-    Triton reads kernel sources through inspect, and KernelBench writes Triton candidates to a file: those keep
-    theirs."""
-    return settings.rules == "kernelbench" and backend != "triton"
-
-
 def _request(problem: Problem, candidate: Candidate, settings: ReviewSettings, device: str, backend: str,
              seeds: Seeds | None = None, **build) -> ReviewRequest:
     """The worker's request; `build` (mode="build", arch=...) makes it a prebuild's."""
-    unreadable = source_unreadable(settings, backend)
+    unreadable = RuleSet.of(settings.rules).source_unreadable(backend)
     return ReviewRequest(
         problem_path=str(problem.path),
         problem_source=problem.source,
@@ -346,111 +335,37 @@ def gpu_arch() -> str | None:
 def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_path: Path, wall: float,
              strict_only: list[Check] | None = None, problem: Problem | None = None,
              report: judge.JudgeReport | None = None, judged: bool = False) -> ReviewResult:
-    """The review's result: what the runner's stages reported (hints), then the verdict: the runner's own failure
-    (a candidate can only lower its verdict), a timeout or a crash seen from here, or the judge's `report`."""
+    """The review's result: what the runner's stages reported (records, never claims), and the verdict, decided
+    once on this side (review/verdict.py) from how the runner ended, the judge's `report` and the rule set."""
     found = outcome.results
     log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
-    result = dict(base)
-    result.update(
-        {name: getattr(found, name) for name in REPORTED},
-        compiled=bool(found.compiled),
-        stage_seconds={"start": 0.0, **outcome.stage_seconds, "wall": round(wall, 3)},  # start: worker start-up
-        log=trim_log(log_text) or None,
-        log_path=str(log_path),
-        sandbox=outcome.sandbox,
-    )
-    verdict = outcome.verdict
-    if verdict is not None and verdict.kind == "sandbox":
-        raise SandboxError(verdict.error)
-    if outcome.timed_out:
-        limit = getattr(settings.timeouts, outcome.stage or "load")
-        result.update(stage=outcome.stage, error_kind="timeout",
-                      error=f"the {outcome.stage} stage ran past its {limit:g} s limit (a hang or a very slow candidate); the worker was killed")
-    elif verdict is not None:
-        if verdict.kind == "bad_problem":
-            raise ProblemError(verdict.error)
-        result.update(stage=verdict.stage, error_kind=verdict.kind, error=verdict.error)
-        if verdict.max_abs_error is not None:
-            result.update(max_abs_error=verdict.max_abs_error, max_rel_error=verdict.max_rel_error)
-        if verdict.checks:
-            result["checks"] = list(verdict.checks)
-        if verdict.kind == "compile_error":
-            result["compile"] = CompileResult(ok=False, backend=base["backend"], errors=verdict.compile_errors or verdict.error)
-        if verdict.kind in ("runtime_error", "mismatch", "rejected", "crash"):
-            result["correct"] = False
-    elif outcome.awaiting and report is None:  # a CUDA candidate on a CPU: compiled, nothing ran
-        result.update(stage=None, error=None, correct=False)
-    elif outcome.awaiting and not report.ok:
-        result.update(stage="time" if report.check == "judge:batch-outputs" else "verify",
-                      error_kind=report.error_kind, error=report.error, correct=False, speedup=None, ref_ms=None,
-                      candidate_ms=None, speedup_vs_compile=None)
-        if report.max_abs_error is not None:
-            result.update(max_abs_error=report.max_abs_error, max_rel_error=report.max_rel_error)
-        if report.check:
-            result["checks"] = [Check(name=report.check, detail=report.error)]
-    elif outcome.awaiting:
-        result.update(stage=None, error=None, correct=True)
-        if report.max_abs_error is not None:
-            result.update(max_abs_error=max(report.max_abs_error, found.max_abs_error or 0.0),
-                          max_rel_error=max(report.max_rel_error or 0.0, found.max_rel_error or 0.0))
-        timing = report.timing
-        if timing is not None:
-            result.update(timing=timing, ref_ms=timing.reference.mean_ms, candidate_ms=timing.candidate.mean_ms,
-                          speedup=timing.speedup, speedup_vs_compile=timing.speedup_vs_compile,
-                          compile_ms=timing.compiled_reference.mean_ms if timing.compiled_reference else None)
-    elif not outcome.finished:
-        tail = "\n".join(log_text.rstrip().splitlines()[-15:])
-        result.update(stage=outcome.stage, error_kind="crash",
-                      error=f"{describe_exit(outcome.returncode)} during the {outcome.stage} stage" + (f":\n{tail}" if tail else ""))
-    elif not judged:
-        checked_only = found.compile is not None and found.compile.checked_only
-        result.update(stage=None, error=None, correct=not checked_only)
-    else:  # a judged runner ends a review by waiting for the judge, never with `done` alone
-        result.update(stage=outcome.stage or "load", error_kind="crash", correct=False,
-                      error="the candidate's runner ended its review without waiting for the judge's checks; what "
-                            "it reported cannot be taken as a verdict")
-    if judged and not result.get("correct"):  # a runner's figures for a candidate the judge did not pass: hints only
-        result.update(speedup=None, ref_ms=None, candidate_ms=None, speedup_vs_compile=None, compile_ms=None)
-    # a stage that did not finish still gets its elapsed share in the log; flags always survive
-    # the judge's timing decides whether the figures are noisy: the runner's own noise flag is dropped beside it
-    runner_flags = [f for f in found.flags or []
-                    if not (report and report.timing is not None and f.startswith("noisy_timing"))]
-    result["flags"] = runner_flags + (report.flags if report else [])
-    if report and report.batch:
-        result["judge_batch"] = report.batch
-        result["stage_seconds"]["judge_batch"] = round(sum(report.batch.candidate_s.values()), 3)
-    result["precision"] = settle(found.precision, base["precision"].compute_dtypes,
-                                 found.verify is not None and found.verify.ok,
-                                 found.kernels.profiled_kernels if found.kernels else ())
-    if result["precision"].reduced_precision:  # a flag, not a verdict: the configured tolerance decides
-        result["flags"].append("reduced_precision")
-    if problem is not None:
-        judge_speed_of_light(result, problem, found.output_bytes)
-    _apply_rules(result, settings, [*(strict_only or []), *(found.policy_violations or [])], found.weights)
-    return ReviewResult(**result)
+    seen = Seen(outcome=outcome, report=report, judged=judged,
+                log_tail="\n".join(log_text.rstrip().splitlines()[-15:]),
+                limit=getattr(settings.timeouts, outcome.stage or "load"),
+                violations=[*(strict_only or []), *(found.policy_violations or [])])
+    floor = None
+    if problem is not None and base["device"] == "cuda":
+        def floor(timing):
+            return assess_speed_of_light(timing, problem, found.device_name, found.output_bytes)
+    verdict = decide(seen, RuleSet.of(settings.rules), base["backend"], base["precision"].compute_dtypes,
+                     found.weights, floor)
+    stage_seconds = {"start": 0.0, **outcome.stage_seconds, "wall": round(wall, 3)}  # start: worker start-up
+    if verdict.judge_batch is not None:
+        stage_seconds["judge_batch"] = round(sum(verdict.judge_batch.candidate_s.values()), 3)
+    if report is not None:
+        stage_seconds.update({k: round(v, 3) for k, v in report.seconds.items()})
+    return ReviewResult(**{
+        **base,
+        **{name: getattr(found, name) for name in REPORTED},
+        "compiled": bool(found.compiled),
+        "stage_seconds": stage_seconds,
+        "log": trim_log(log_text) or None,
+        "log_path": str(log_path),
+        "sandbox": outcome.sandbox,
+        **verdict.fields(),
+    })
 
 
 # what the stages report that a ReviewResult shows as it is
 REPORTED = {"device_name", "max_abs_error", "max_rel_error", "ref_ms", "candidate_ms", "speedup", "compile_ms",
             "speedup_vs_compile", "compile", "verify", "timing", "kernels"}
-
-
-def _apply_rules(result: dict, settings: ReviewSettings, violations: list[Check], weights: str | None) -> None:
-    """Both verdicts from one run: KernelBench's (the candidate compiled and is correct) and strict (also no
-    violation, and right on the other input distributions too). `settings.rules` decides which one is the review's;
-    under kernelbench the violations stay as flags. Under strict a miss on another distribution ends the review
-    there, before the time stage: its KernelBench verdict is then not known and counted as not correct."""
-    kernelbench_ok = result["stage"] is None and result["correct"]
-    verify = result.get("verify")
-    other_inputs_ok = verify is None or not verify.failed_distributions
-    result["policy"] = PolicyResult(rules=settings.rules, violations=violations, weights=weights,
-                                    correct_kernelbench=kernelbench_ok,
-                                    correct_strict=kernelbench_ok and not violations and other_inputs_ok)
-    if not violations:
-        return
-    result["checks"] = [*result.get("checks", []), *violations]
-    if settings.rules == "kernelbench":
-        # each rule once, however many lines break it (the checks keep every line)
-        result["flags"] = list(dict.fromkeys([*result["flags"], *(v.name for v in violations)]))
-    elif result["stage"] is None:  # strict: a run that went through is rejected for what it leaned on
-        result.update(stage="verify", error_kind="rejected", correct=False, error=_rejection(violations))

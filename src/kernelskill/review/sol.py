@@ -63,22 +63,20 @@ def speed_of_light(work: ProblemWork, gpu: str | None, candidate_ms: float | Non
     return sol
 
 
-def judge(result: dict, problem: Problem, stored_output_bytes: int | None = None) -> None:
-    """Add `speed_of_light` to a composed review (a dict of ReviewResult fields) timed on a GPU; reject a candidate
-    faster than the hard floor, flag one faster than the reference's floor."""
-    timing = result.get("timing")
-    if result.get("device") != "cuda" or timing is None:
-        return
+def assess(timing, problem: Problem, gpu: str | None, stored_output_bytes: int | None = None
+           ) -> tuple[SpeedOfLight, Check | None, str | None]:
+    """The speed of light of a review timed on a GPU: (the record, the check that rejects a candidate faster than
+    the hard floor or None, the flag for one faster than the reference's floor or None). The verdict
+    (review/verdict.py) applies them."""
     median = timing.candidate.median_ms
-    sol = speed_of_light(problem_work(problem), result.get("device_name"), median, stored_output_bytes)
-    result["speed_of_light"] = sol
-    if sol.hard_floor_ms and median < sol.hard_floor_ms and result.get("stage") is None:
-        detail = (f"the candidate's median time {median * 1e3:.2f} us is below {sol.hard_floor_ms * 1e3:.2f} us, the "
-                  f"time {sol.gpu} needs to write its {sol.output_bytes / 1e6:.1f} MB of outputs at full DRAM "
-                  "bandwidth: no implementation is that fast, so its work escaped the clock")
-        result["checks"] = [*result.get("checks", []), Check(name="runtime:impossible-time", detail=detail)]
-        result.update(stage="time", error_kind="rejected", correct=False,
-                      error=f"rejected by check runtime:impossible-time: {detail}")
-    elif sol.sol_ms and median < sol.sol_ms:
-        result["flags"] = [*result.get("flags", []), f"below_reference_floor: {sol.pct_of_sol:.0f}% of the floor of "
-                           "the reference's work: the candidate does less work than the reference's algorithm"]
+    sol = speed_of_light(problem_work(problem), gpu, median, stored_output_bytes)
+    rejection = flag = None
+    if sol.hard_floor_ms and median < sol.hard_floor_ms:
+        rejection = Check(name="runtime:impossible-time", detail=(
+            f"the candidate's median time {median * 1e3:.2f} us is below {sol.hard_floor_ms * 1e3:.2f} us, the "
+            f"time {sol.gpu} needs to write its {sol.output_bytes / 1e6:.1f} MB of outputs at full DRAM "
+            "bandwidth: no implementation is that fast, so its work escaped the clock"))
+    if sol.sol_ms and median < sol.sol_ms:
+        flag = (f"below_reference_floor: {sol.pct_of_sol:.0f}% of the floor of the reference's work: the candidate "
+                "does less work than the reference's algorithm")
+    return sol, rejection, flag

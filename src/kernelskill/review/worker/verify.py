@@ -238,6 +238,7 @@ def trials(w: Worker) -> tuple | None:
     failed_distributions, and the trials go on."""
     from kernelskill.review.compare import flatten_outputs
     from kernelskill.review.precision import DISTRIBUTIONS, nonfinite
+    from kernelskill.review.rules import RuleSet
 
     seeds = w.req.seeds
     n = w.settings.trials
@@ -246,7 +247,7 @@ def trials(w: Worker) -> tuple | None:
         plan += [(n + k, seeds.trials[k % n], name) for k, name in enumerate(DISTRIBUTIONS)]
     worst_abs = worst_rel = 0.0
     ref_outputs, used, skipped, failed = [], [], {}, {}
-    flag_only = w.settings.rules == "kernelbench"
+    flag_only = not RuleSet.of(w.settings.rules).other_inputs_decide
     strict_bad = normal_nonfinite = compared = 0
     outcome = None
     for i, seed, dist in plan:

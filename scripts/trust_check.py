@@ -38,6 +38,7 @@ CASES = [
     ("forged verdict", P01, "attacks/forged_verdict.py", "kernelbench", "not correct"),
     ("garbage after checks", P01, "attacks/garbage_later.py", "kernelbench", "not correct"),
     ("fingerprint cache", P01, "attacks/fingerprint_cache.py", "kernelbench", "timing_unconfirmed"),
+    ("prepare precompute", P01, "attacks/prepare_precompute.py", "kernelbench", "timing_unconfirmed"),
     # on a GPU the sleep is host time, which the robust protocol's GPU figure leaves out: not inflated either way
     ("reference sabotage", P01, "attacks/reference_sabotage.py", "kernelbench", "not inflated"),
     ("side stream (cheat)", P01, "cheats/side_stream.py", "kernelbench", "not correct"),
@@ -47,8 +48,8 @@ CASES = [
 
 def run(case, judge: bool, log_dir: Path) -> dict:
     name, problem, cand, rules, _ = case
-    guards = Guards(static_checks=not name.startswith(("forged", "garbage", "fingerprint", "reference sab")),
-                    integrity=name != "reference sabotage", judge=judge)
+    guards = Guards(static_checks=not name.startswith(("forged", "garbage", "fingerprint", "reference sab", "prepare")),
+                    integrity=name not in ("reference sabotage", "prepare precompute"), judge=judge)
     settings = ReviewSettings(device="cuda", rules=rules, guards=guards)
     start = time.perf_counter()
     result = review(DATA / problem, read_candidate(DATA / cand, None), settings, log_dir=log_dir)
@@ -108,7 +109,8 @@ def main() -> None:
               flush=True)
         seconds, batch = on.get("stage_seconds") or {}, on.get("judge_batch")
         print(f"    judge side: reference runner {seconds.get('reference', 0):.2f}s (start "
-              f"{seconds.get('reference_start', 0):.2f}s), candidate start {seconds.get('start', 0):.2f}s, batch "
+              f"{seconds.get('reference_start', 0):.2f}s), candidate start {seconds.get('start', 0):.2f}s, trials "
+              f"{seconds.get('judge_trials', 0):.2f}s, compare {seconds.get('judge_compare', 0):.2f}s, batch "
               f"{seconds.get('judge_batch', 0):.2f}s" + (
                   f"; pace us/call ref {batch['reference_pace_us']:.1f} cand {batch['candidate_pace_us']:.1f} "
                   f"claimed {batch['claimed_us']:.1f} ({batch['calls']} calls)" if batch else ""), flush=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.review.judge import MIN_BATCH, OVERHEAD_CAP_S
+from kernelskill.review.judge import MIN_BATCH, OVERHEAD_CAP_S, PHASE_ABS_S
 from kernelskill.settings import Guards, StageTimeouts
 from tests.conftest import run_review as _run_review
 
@@ -63,6 +63,26 @@ def test_fingerprint_cache_is_timed_by_the_judges_clock(tmp_path):
     off = run_review(P01, "attacks/fingerprint_cache.py", tmp_path / "off", guards=_guards(judge=False), **settings)
     assert off.correct
     # the runner's own loop saw mostly cache hits
+    assert off.timing.candidate.median_ms < on_ms / 3, (off.timing.candidate.median_ms, on_ms)
+
+
+def test_work_done_while_inputs_are_prepared_is_counted_as_the_calls(tmp_path):
+    # the runner's integrity check sees the replaced `Tensor.to`; a candidate that owns its process can hook lower
+    # (torch's dispatcher) or put it back before the check, so here the judge alone must hold
+    settings = dict(rules="kernelbench", warmup=3, iters=30, reverify_above=1e9)
+    on = run_review(P01, "attacks/prepare_precompute.py", tmp_path / "on", guards=_guards(integrity=False),
+                    **settings)
+    assert on.correct, on.error
+    assert any(f.startswith("timing_unconfirmed") for f in on.flags), (on.flags, on.judge_batch)
+    # 20 ms of work for every input set the batch prepared: the judge's pace holds at least that, less what it
+    # excuses (the latency it takes for its own, PHASE_ABS_S for each of prepare and commit, over the calls)
+    on_ms = on.timing.candidate.median_ms
+    excused_ms = (OVERHEAD_CAP_S + 2 * PHASE_ABS_S) * 1e3 / on.judge_batch.calls
+    assert on_ms >= 20 - excused_ms, (on_ms, on.judge_batch)
+    off = run_review(P01, "attacks/prepare_precompute.py", tmp_path / "off", guards=_guards(integrity=False, judge=False),
+                     **settings)
+    assert off.correct
+    # the runner's own loop found every output computed when its input sets were made
     assert off.timing.candidate.median_ms < on_ms / 3, (off.timing.candidate.median_ms, on_ms)
 
 

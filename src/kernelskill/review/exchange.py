@@ -21,6 +21,8 @@ import struct
 from pathlib import Path
 
 MAGIC = b"KSXCHG01"
+BATCH_INPUTS = "inputs.bin"  # the judge's batch: its input sets, made by the reference runner, read by both runners
+BATCH_OUTPUTS = "outputs.bin"  # and a runner's outputs of its calls, one file each
 MAX_HEADER = 1 << 20  # 1 MiB of JSON: thousands of tensors
 MAX_DEPTH = 8
 MAX_TENSORS = 4096
@@ -43,7 +45,8 @@ def _dtype(name: str):
 # ------------------------------------------------------------------------------------------------- runner side
 def write_outputs(path: str | Path, out) -> int:
     """Write a forward's return value (tensors, numbers, None, nested tuples/lists) to `path`; returns the bytes of
-    tensor data. Tensors are copied to the host, contiguous; a tensor subclass is written as the values it gives."""
+    tensor data. Tensors are copied to the host, contiguous; a tensor subclass is written as the values it gives.
+    A batch (a list with one entry per call: outputs, or input sets) is one such value, in one file."""
     import torch
 
     tensors: list = []
@@ -85,8 +88,13 @@ def write_outputs(path: str | Path, out) -> int:
 
 
 # -------------------------------------------------------------------------------------------------- judge side
-def read_outputs(path: str | Path, max_bytes: int):
-    """The value written by `write_outputs`, as CPU tensors; raises ExchangeError for anything else."""
+def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | None = None,
+                 max_tensors: int = MAX_TENSORS):
+    """The value written by `write_outputs`, as CPU tensors; raises ExchangeError for anything else.
+
+    `items`: the file holds a list (a batch: one entry per call) and only these entries are built, in this order,
+    reading the bytes of their tensors alone (the judge compares a few calls of a batch of thousands). Every tensor
+    entry of the header is checked all the same."""
     import torch
 
     path = Path(path)
@@ -95,23 +103,24 @@ def read_outputs(path: str | Path, max_bytes: int):
         f = open(path, "rb")
     except OSError as exc:
         raise ExchangeError(f"no outputs were handed over ({exc.strerror})") from None
+    header_limit = MAX_HEADER if max_tensors <= MAX_TENSORS else MAX_HEADER * (max_tensors // MAX_TENSORS + 1)
     with f:
         head = f.read(16)
         if len(head) < 16 or head[:8] != MAGIC:
             raise ExchangeError("the outputs file is not in the exchange format")
         (length,) = struct.unpack("<Q", head[8:])
-        if length > MAX_HEADER:
-            raise ExchangeError(f"the outputs file's header is {length} bytes (at most {MAX_HEADER})")
+        if length > header_limit:
+            raise ExchangeError(f"the outputs file's header is {length} bytes (at most {header_limit})")
         try:
             header = json.loads(f.read(length))
             tree, entries = header["tree"], header["tensors"]
         except (ValueError, KeyError, TypeError):
             raise ExchangeError("the outputs file's header is not valid") from None
-        if not isinstance(entries, list) or len(entries) > MAX_TENSORS:
+        if not isinstance(entries, list) or len(entries) > max_tensors:
             raise ExchangeError("the outputs file lists too many tensors")
         data_start = 16 + length
         total = 0
-        tensors = []
+        layout = []  # (dtype, shape, offset, nbytes), every entry checked before any is read
         for e in entries:
             try:
                 dtype = _dtype(e["dtype"])
@@ -125,30 +134,41 @@ def read_outputs(path: str | Path, max_bytes: int):
             total += nbytes
             if total > max_bytes or offset < 0 or data_start + offset + nbytes > size:
                 raise ExchangeError("the outputs file is truncated or larger than the outputs can be")
+            layout.append((dtype, shape, offset, nbytes))
+
+        def tensor(index: int):
+            dtype, shape, offset, nbytes = layout[index]
             f.seek(data_start + offset)
             raw = bytearray(f.read(nbytes))
             t = (torch.frombuffer(raw, dtype=torch.uint8).view(dtype) if nbytes else torch.empty(0, dtype=dtype))
-            tensors.append(t.reshape(shape))
+            return t.reshape(shape)
 
-    def build(node, depth: int):
-        if depth > MAX_DEPTH or not isinstance(node, dict):
+        def build(node, depth: int):
+            if depth > MAX_DEPTH or not isinstance(node, dict):
+                raise ExchangeError("the outputs file's structure is not valid")
+            if "t" in node:
+                index = node["t"]
+                if not isinstance(index, int) or not 0 <= index < len(layout):
+                    raise ExchangeError("the outputs file names a tensor it does not hold")
+                return tensor(index)
+            if "b" in node:
+                return bool(node["b"])
+            if "n" in node:
+                if not isinstance(node["n"], (int, float)):
+                    raise ExchangeError("the outputs file holds a number that is not one")
+                return node["n"]
+            if "none" in node:
+                return None
+            if "seq" in node and isinstance(node["seq"], list):
+                built = [build(n, depth + 1) for n in node["seq"]]
+                return tuple(built) if node.get("tuple") else built
             raise ExchangeError("the outputs file's structure is not valid")
-        if "t" in node:
-            index = node["t"]
-            if not isinstance(index, int) or not 0 <= index < len(tensors):
-                raise ExchangeError("the outputs file names a tensor it does not hold")
-            return tensors[index]
-        if "b" in node:
-            return bool(node["b"])
-        if "n" in node:
-            if not isinstance(node["n"], (int, float)):
-                raise ExchangeError("the outputs file holds a number that is not one")
-            return node["n"]
-        if "none" in node:
-            return None
-        if "seq" in node and isinstance(node["seq"], list):
-            items = [build(n, depth + 1) for n in node["seq"]]
-            return tuple(items) if node.get("tuple") else items
-        raise ExchangeError("the outputs file's structure is not valid")
 
-    return build(tree, 0)
+        if items is None:
+            return build(tree, 0)
+        calls = tree.get("seq") if isinstance(tree, dict) else None
+        if not isinstance(calls, list):
+            raise ExchangeError("the batch file does not hold a list of calls")
+        if any(not 0 <= i < len(calls) for i in items):
+            raise ExchangeError(f"the batch file holds {len(calls)} calls, fewer than the judge asked for")
+        return [build(calls[i], 1) for i in items]

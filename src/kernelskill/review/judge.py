@@ -10,10 +10,11 @@ verdict: this module establishes everything a candidate could want raised.
   candidate runner then (and only then) learns the seeds and writes the candidate's; the judge compares the files.
 - Time: the reference's time comes from the reference runner, timed before the candidate runner has seen any
   candidate code; the candidate runner's own timing of the reference may be slower than that by REF_SLACK at most.
-  The candidate's event time is held against physics: both runners run one batch of calls on fresh inputs made
-  from seeds they learn only then, in three parts the judge times with its own clock: `prepare` (the inputs),
-  `calls` (one call per input set, back to back) and `commit` (every output written before the judge says which it
-  will compare). The reference's `calls` part less its own time per call is the part's fixed cost; the candidate's
+  The candidate's event time is held against physics: both runners run one batch of calls on fresh inputs (the
+  reference runner makes them from seeds it learns only then and writes them to one file, which the candidate
+  runner gets after its own stages), in three parts the judge times with its own clock: `prepare` (the input file
+  loaded onto the device), `calls` (one call per input set, back to back) and `commit` (every output written to one
+  file before the judge says which it will compare). The reference's `calls` part less its own time per call is the part's fixed cost; the candidate's
   less that, plus whatever its `prepare` and `commit` took beyond the reference's, bounds what its calls really took:
   an event time the wall clock does not confirm is replaced by it. After the batch the candidate's runner is killed,
   and the outputs of calls the judge picks only then are compared.
@@ -22,13 +23,15 @@ verdict: this module establishes everything a candidate could want raised.
 from __future__ import annotations
 
 import math
+import os
 import secrets
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review.compare import compare_outputs
-from kernelskill.review.exchange import ExchangeError, read_outputs
+from kernelskill.review.exchange import BATCH_INPUTS, BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, read_outputs
 from kernelskill.review.results import JudgeBatch, Mismatch, TimingResult, TimingStats
 from kernelskill.review.wire import Command
 
@@ -41,8 +44,9 @@ REF_SLACK = 0.05  # the candidate runner's reference may be this much slower tha
 WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's clock than by its own events
 WALL_ABS_S = 0.002  # plus this much per batch: the judge's own latency (pipes, process wake-ups)
 OVERHEAD_CAP_S = 0.01  # the most of a batch's `calls` part taken for the judge's latency rather than calls
-PHASE_TOL, PHASE_ABS_S = 0.25, 0.02  # the candidate's prepare and commit may take this much longer than the
-# reference's (the same inputs made, outputs of the same size written); beyond it, the excess counts as its calls'
+PHASE_TOL, PHASE_ABS_S = 0.25, 0.005  # the candidate's prepare and commit may take this much longer than the
+# reference's (the same input file loaded, outputs of the same size written to one file); beyond it, the excess
+# counts as its calls'. Both parts are short (one file each way, no problem code): the tolerance hides little work
 BATCH_PARTS = ("prepare", "calls", "commit")
 MAX_SAMPLES = 100_000
 
@@ -77,6 +81,7 @@ class JudgeReport:
     flags: list[str] = field(default_factory=list)
     timing: TimingResult | None = None  # the runner's timing, bounded
     batch: JudgeBatch | None = None  # what bounded it, for the record
+    seconds: dict[str, float] = field(default_factory=dict)  # the judge's own parts, by its clock
 
 
 def draw_seeds(n: int) -> list[int]:
@@ -123,6 +128,11 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     size = BATCH_BYTES // max(1, 2 * run.output_bytes + int(info.get("input_bytes", 0)))
     count = min(MAX_BATCH, size, max(MIN_BATCH, math.ceil(BATCH_TARGET_S[device] / max(per_call_s, 1e-7))))
     run.batch_seeds = draw_seeds(max(MIN_BATCH, count))
+    _, _, error = _run(worker, Command(name="inputs", seeds=run.batch_seeds, out_dir=str(folder / "batch")),
+                       limits["time"])
+    if error:
+        run.error = f"making the batch's inputs failed: {error}"
+        return run
     run.batch_walls, error = _batch(worker, run.batch_seeds, folder / "batch", limits["time"])
     if error:
         run.error = f"the reference's batch failed: {error}"
@@ -134,7 +144,7 @@ def _batch(worker, seeds: list[int], folder: Path, limit: float) -> tuple[dict[s
     walls: dict[str, float] = {}
     for part in BATCH_PARTS:
         _, walls[part], error = _run(worker, Command(name=part, seeds=seeds if part == "prepare" else [],
-                                                     out_dir=str(folder) if part == "commit" else None), limit)
+                                                     out_dir=None if part == "calls" else str(folder)), limit)
         if error:
             return walls, error
     return walls, None
@@ -152,16 +162,20 @@ def _stats(raw) -> TimingStats | None:
 
 
 def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: float, rtol: float,
-                   max_bytes: int) -> tuple[bool, str | None, Mismatch | None, float, float]:
-    """(ok, why not, mismatch, max abs, max rel) over the files of these indices."""
+                   max_bytes: int, batch_of: tuple[int, int] | None = None
+                   ) -> tuple[bool, str | None, Mismatch | None, float, float]:
+    """(ok, why not, mismatch, max abs, max rel) over the outputs of these calls: a file each (the trials), or
+    entries of each side's batch file (`batch_of`: the calls the reference's and the candidate's batch held)."""
     worst_abs = worst_rel = 0.0
     for n, i in enumerate(indices):
         try:
-            expected = read_outputs(ref_dir / f"{i}.out", max_bytes=1 << 62)
+            expected = (read_outputs(ref_dir / f"{i}.out", max_bytes=1 << 62) if batch_of is None else
+                        read_outputs(ref_dir / BATCH_OUTPUTS, 1 << 62, [i], MAX_TENSORS * batch_of[0])[0])
         except ExchangeError as exc:
             raise RuntimeError(f"the reference runner's outputs could not be read: {exc}") from None
         try:
-            got = read_outputs(cand_dir / f"{i}.out", max_bytes=max_bytes)
+            got = (read_outputs(cand_dir / f"{i}.out", max_bytes=max_bytes) if batch_of is None else
+                   read_outputs(cand_dir / BATCH_OUTPUTS, max_bytes * batch_of[1], [i], MAX_TENSORS * batch_of[1])[0])
         except ExchangeError as exc:
             return False, f"call {n + 1}: {exc}", None, worst_abs, worst_rel
         cmp = compare_outputs(expected, got, atol, rtol, n)
@@ -181,26 +195,32 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             report.flags.append("judge_trials_skipped: the reference answers the same inputs differently from call "
                                 "to call (it keeps state), so only the runner's own lockstep trials compared outputs")
         else:
-            info, _, error = _run(worker, Command(name="outputs", seeds=ref.trial_seeds,
-                                                  out_dir=str(cand_folder / "trials")), limits["verify"])
+            info, report.seconds["judge_trials"], error = _run(
+                worker, Command(name="outputs", seeds=ref.trial_seeds, out_dir=str(cand_folder / "trials")),
+                limits["verify"])
             if error:
                 return _fail(report, "runtime_error", f"on the judge's trials the candidate failed: {error}")
+            began = time.perf_counter()
             ok, why, mismatch, report.max_abs_error, report.max_rel_error = _compare_files(
                 ref.folder / "trials", cand_folder / "trials", list(range(len(ref.trial_seeds))), atol, rtol,
                 max_bytes)
+            report.seconds["judge_compare"] = time.perf_counter() - began
             if not ok:
                 report.mismatch = mismatch
                 return _fail(report, "mismatch", f"judge's trial on fresh inputs: {why}")
         if ref.batch_seeds and runner_timing is not None:
             calls = batch_calls(ref, runner_timing)
+            _hand_over(ref.folder / "batch" / BATCH_INPUTS, cand_folder / "batch" / BATCH_INPUTS)
             walls, error = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", limits["time"])
             worker.kill(keep_scratch=True)  # nothing it started may touch the files from here on
             if error:
                 return _fail(report, "runtime_error", f"in the judge's batch of calls the candidate failed: {error}")
             picks = sorted(secrets.SystemRandom().sample(range(calls), min(BATCH_PICKS, calls)))
             if not ref.stateful:
+                began = time.perf_counter()
                 ok, why, mismatch, _, _ = _compare_files(ref.folder / "batch", cand_folder / "batch", picks, atol,
-                                                         rtol, max_bytes)
+                                                         rtol, max_bytes, batch_of=(len(ref.batch_seeds), calls))
+                report.seconds["judge_compare"] = report.seconds.get("judge_compare", 0.0) + time.perf_counter() - began
                 if not ok:
                     report.mismatch = mismatch
                     return _fail(report, "rejected", f"outputs of calls in a batch timed by the judge differ from the "
@@ -213,6 +233,16 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
         shutil.rmtree(cand_folder, ignore_errors=True)
     report.ok = True
     return report
+
+
+def _hand_over(source: Path, target: Path) -> None:
+    """The batch's input file, made by the reference runner, into the candidate runner's folder (the only one it
+    may read): a hard link, or a copy across file systems."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def batch_calls(ref: ReferenceRun, runner_timing: TimingResult) -> int:
@@ -252,7 +282,10 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     ref_call_s = max(ref.stats.median_ms, ref.host_ms or 0.0) / 1e3
     # (capped: a reference batch slowed by a busy machine must not excuse the candidate's calls)
     overhead_s = min(OVERHEAD_CAP_S, max(0.0, ref.batch_walls["calls"] - len(ref.batch_seeds) * ref_call_s))
-    hidden_s = sum(max(0.0, walls[p] - ref.batch_walls[p] * (1 + PHASE_TOL) - PHASE_ABS_S) for p in ("prepare", "commit"))
+    # (the reference's parts held all its batch's calls; the candidate's as many as it ran: counted pro rata)
+    share = calls / len(ref.batch_seeds)
+    hidden_s = sum(max(0.0, walls[p] - ref.batch_walls[p] * share * (1 + PHASE_TOL) - PHASE_ABS_S)
+                   for p in ("prepare", "commit"))
     wall_call_s = (max(0.0, walls["calls"] - overhead_s) + hidden_s) / calls
     ref_pace_s = max(ref_call_s, (ref.batch_walls["calls"] - overhead_s) / len(ref.batch_seeds))
     claimed_s = cand.median_ms / 1e3

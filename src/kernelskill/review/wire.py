@@ -160,7 +160,7 @@ class Command(_Wire):
     each, back to back: the part the judge's clock bounds) and `commit` (every output written), `time_reference`
     and `stateful` (reference runner only), and `end`."""
 
-    name: Literal["outputs", "prepare", "calls", "commit", "time_reference", "stateful", "end"]
+    name: Literal["outputs", "inputs", "prepare", "calls", "commit", "time_reference", "stateful", "end"]
     seeds: list[int] = Field(default_factory=list)
     out_dir: str | None = None
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelskill.review.exchange import write_outputs
+from kernelskill.review.exchange import BATCH_INPUTS, BATCH_OUTPUTS, MAX_TENSORS, read_outputs, write_outputs
 
 if TYPE_CHECKING:
     from kernelskill.review.worker.stages import Worker
@@ -67,10 +67,23 @@ def outputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
     return {"bytes": written}
 
 
-def prepare(w: Worker, role: str, seeds: list[int], out_dir: str | None) -> dict:
-    """The judge's batch, first part: one input set per seed, made on the device and kept."""
+def inputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
+    """The judge's batch, made once (reference runner only, untimed): one input set per seed from get_inputs(),
+    written to one file. Both runners' `prepare` then loads the same file: the same work on both sides, which the
+    judge compares, and little of it (no problem code, one file), so that its noise hides no work of a candidate's."""
+    if role != "reference":
+        raise ValueError("only the reference runner makes the batch's inputs")
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    written = write_outputs(Path(out_dir) / BATCH_INPUTS, [w.make_inputs(seed) for seed in seeds])
+    return {"bytes": written}
+
+
+def prepare(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
+    """The judge's batch, first part: the first len(seeds) input sets of the batch's file, on the device."""
     with _no_collection():
-        w.batch_sets = [w.make_inputs(seed) for seed in seeds]
+        sets = read_outputs(Path(out_dir) / BATCH_INPUTS, max_bytes=1 << 62, items=range(len(seeds)),
+                            max_tensors=MAX_TENSORS * max(1, len(seeds)))
+        w.batch_sets = [[v.to(w.device) if isinstance(v, w.torch.Tensor) else v for v in args] for args in sets]
         w.batch_outputs = []
         _sync(w)
     return {"sets": len(w.batch_sets)}
@@ -105,7 +118,7 @@ def commit(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
     """The judge's batch, last part: every output written out, before the judge says which it will compare."""
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     with _no_collection():
-        written = sum(write_outputs(Path(out_dir) / f"{i}.out", out) for i, out in enumerate(w.batch_outputs))
+        written = write_outputs(Path(out_dir) / BATCH_OUTPUTS, w.batch_outputs)
     w.batch_sets, w.batch_outputs = [], []
     return {"bytes": written}
 
@@ -141,4 +154,4 @@ def stateful(w: Worker, seed: int) -> bool:
     return not compare_outputs(first, second, w.settings.atol, w.settings.rtol, -1).ok
 
 
-COMMANDS = {"outputs": outputs, "prepare": prepare, "calls": calls, "commit": commit}
+COMMANDS = {"outputs": outputs, "inputs": inputs, "prepare": prepare, "calls": calls, "commit": commit}

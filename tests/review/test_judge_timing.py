@@ -68,3 +68,26 @@ def test_a_confirmed_candidate_keeps_its_runners_event_figures():
     result, flags, batch = bound_timing(runner, _reference([1.0] * 8), _walls(0.55), 10)
     assert batch.confirmed and not any(f.startswith("timing_unconfirmed") for f in flags)
     assert result.speedup_median == 2.0
+
+
+def test_the_folders_made_for_the_batchs_inputs_belong_to_the_runner(tmp_path):
+    # the candidate runner writes its batch's outputs beside the input file the judge hands it; on the H200 it runs
+    # as uid 65534, and a folder the judge (root) made there refused them: every judged review failed
+    import os
+
+    from kernelskill.review.judge import _hand_over
+
+    if os.getuid() != 0:
+        import pytest
+
+        pytest.skip("making a folder for another uid needs root")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    os.chown(scratch, 65534, 65534)
+    source = tmp_path / "inputs.bin"
+    source.write_bytes(b"inputs")
+    target = scratch / "judge" / "batch" / "inputs.bin"
+    _hand_over(source, target)
+    assert target.read_bytes() == b"inputs"
+    for folder in (scratch / "judge", scratch / "judge" / "batch"):
+        assert (folder.stat().st_uid, folder.stat().st_gid) == (65534, 65534), folder

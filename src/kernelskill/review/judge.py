@@ -237,8 +237,19 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
 
 def _hand_over(source: Path, target: Path) -> None:
     """The batch's input file, made by the reference runner, into the candidate runner's folder (the only one it
-    may read): a hard link, or a copy across file systems."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    may read): a hard link, or a copy across file systems. A folder made for it here belongs to the runner, as the
+    folder it is made in does: the runner writes its outputs next to it (where it runs as a uid of its own, a folder
+    of the judge's would refuse them; seen on the H200)."""
+    made = []
+    folder = target.parent
+    while not folder.exists():
+        made.append(folder)
+        folder = folder.parent
+    owner = folder.stat()
+    for each in reversed(made):
+        each.mkdir()
+        if (owner.st_uid, owner.st_gid) != (os.getuid(), os.getgid()):
+            os.chown(each, owner.st_uid, owner.st_gid)
     try:
         os.link(source, target)
     except OSError:

@@ -12,10 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from kernelskill.errors import ProblemError, SandboxError
+from kernelskill.review.judge import JudgeReport
 from kernelskill.review.precision import settle
+from kernelskill.review.processes import describe_exit
 from kernelskill.review.results import (Check, CompileResult, ErrorKind, JudgeBatch, Mismatch, PolicyResult,
                                         Precision, SpeedOfLight, Stage, TimingResult)
 from kernelskill.review.rules import RuleSet
+from kernelskill.review.sandbox import WorkerOutcome
 
 @dataclass(frozen=True)
 class Verdict:
@@ -61,8 +64,8 @@ class Verdict:
 class Seen:
     """What the judging side saw of one review: the candidate runner's end and report, the judge's findings."""
 
-    outcome: object  # sandbox.WorkerOutcome
-    report: object | None = None  # judge.JudgeReport, when the judge ran its part
+    outcome: WorkerOutcome
+    report: JudgeReport | None = None  # when the judge ran its part
     judged: bool = False
     log_tail: str = ""
     limit: float = 0.0  # the stage limit a timeout ran past
@@ -99,8 +102,6 @@ def _ending(seen: Seen, backend: str) -> Verdict:
         return Verdict(True, timing=report.timing, max_abs_error=worst[0], max_rel_error=worst[1],
                        judge_batch=report.batch)
     if not outcome.finished:
-        from kernelskill.review.sandbox import describe_exit
-
         return Verdict(False, outcome.stage, "crash", f"{describe_exit(outcome.returncode)} during the "
                        f"{outcome.stage} stage" + (f":\n{seen.log_tail}" if seen.log_tail else ""))
     if not seen.judged:

@@ -42,42 +42,85 @@ class _Values:
     strict_bad: int = 0
 
 
+NARROW = (torch.float32, torch.float16, torch.bfloat16)  # compared in float32 first (exact in it)
+MARGIN = 1e-5  # "surely within the tolerance" leaves this share of it for float32's rounding (at most ~3e-7)
+TINY_REF = 1e-30  # below this a reference value's relative error is left to the float64 pass (float32 range)
+
+
+def _surely_close(cc: torch.Tensor, rc: torch.Tensor, tolerances: list[tuple[float, float]]):
+    """(mask, |c - r|, |c - r| / |r|) in float32: the mask holds the elements within every (atol, rtol) by more than
+    float32's rounding can change, finite, with a reference either zero or of a size whose relative error float32
+    represents. Every other element goes through the float64 comparison, so no verdict depends on this pass."""
+    c32, r32 = cc.float(), rc.float()
+    diff = (c32 - r32).abs()
+    ref = r32.abs()
+    sure = torch.isfinite(diff) & ((ref >= TINY_REF) | (r32 == 0))  # a NaN or Inf on either side: float64's call
+    for atol, rtol in tolerances:
+        sure &= diff <= (atol + rtol * ref) * (1 - MARGIN)
+    return sure, diff, diff / ref.clamp_min(TINY_REF)
+
+
 def _compare_values(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float, limit: int = 5,
                     strict: tuple[float, float] | None = None) -> _Values:
     """Element-wise comparison of two tensors of one shape, a chunk at a time (a 1e9-element output would need
-    tens of GB of float64 temporaries at once, and boolean indexing of it far more)."""
+    tens of GB of float64 temporaries at once, and boolean indexing of it far more). Floating outputs of 32 bits or
+    fewer are first compared in float32, and only the elements that pass cannot tell surely go through float64:
+    the verdict is float64's (torch.isclose) element by element; a reported largest error may differ from float64's
+    in its last float32 digit."""
     rf, cf = r.detach().reshape(-1), c.detach().reshape(-1)
     out = _Values(first=[])
-    tiny = torch.finfo(torch.float64).tiny
+    tolerances = [(atol, rtol)] + ([strict] if strict is not None else [])
     for start in range(0, cf.numel(), CHUNK):
         cc = cf[start:start + CHUNK]
         rc = rf[start:start + CHUNK].to(cc.device)
-        if r.dtype == torch.bool:
-            bad = cc != rc
-            diff = rel = bad.to(torch.float64)
-            nonzero_ref = rc
-            strict_bad = bad
-        else:
-            c64, r64 = cc.to(torch.float64), rc.to(torch.float64)
-            # NaN matches NaN and Inf matches Inf of the same sign; anything else non-finite fails
-            bad = ~torch.isclose(c64, r64, rtol=rtol, atol=atol, equal_nan=True)
-            if strict is not None:
-                strict_bad = ~torch.isclose(c64, r64, rtol=strict[1], atol=strict[0], equal_nan=True)
-            diff = (c64 - r64).abs()
-            rel = diff / r64.abs().clamp_min(tiny)
-            nonzero_ref = r64 != 0
-        finite = torch.isfinite(diff)
-        out.abs_err = max(out.abs_err, float(torch.where(finite, diff, 0.0).max()))
-        out.rel_err = max(out.rel_err, float(torch.where(finite & nonzero_ref, rel, 0.0).max()))
-        out.nonfinite = out.nonfinite or bool((bad & ~finite).any())
-        if strict is not None:
-            out.strict_bad += int(strict_bad.sum())
-        n = int(bad.sum())
-        if n:
-            out.bad += n
-            if len(out.first) < limit:
-                out.first += [start + int(i) for i in bad.nonzero()[:limit - len(out.first), 0].tolist()]
+        index = None  # the chunk's elements the float64 pass takes (None: all of them)
+        if r.dtype in NARROW and c.dtype == r.dtype and cc.numel():
+            sure, diff, rel = _surely_close(cc, rc, tolerances)
+            if bool(sure.any()):
+                out.abs_err = max(out.abs_err, float(torch.where(sure, diff, 0.0).max()))
+                out.rel_err = max(out.rel_err, float(torch.where(sure & (rc != 0), rel, 0.0).max()))
+            if bool(sure.all()):
+                continue
+            index = (~sure).nonzero()[:, 0]
+            cc, rc = cc[index], rc[index]
+        _exact(out, cc, rc, r.dtype, atol, rtol, strict, limit, start, index)
     return out
+
+
+def _exact(out: _Values, cc: torch.Tensor, rc: torch.Tensor, dtype, atol: float, rtol: float,
+           strict: tuple[float, float] | None, limit: int, start: int, index: torch.Tensor | None) -> None:
+    """The float64 comparison of these elements, folded into `out`; `index` maps them back into the chunk."""
+    tiny = torch.finfo(torch.float64).tiny
+    if dtype == torch.bool:
+        bad = cc != rc
+        diff = rel = bad.to(torch.float64)
+        nonzero_ref = rc
+        strict_bad = bad
+    else:
+        c64, r64 = cc.to(torch.float64), rc.to(torch.float64)
+        # NaN matches NaN and Inf matches Inf of the same sign; anything else non-finite fails
+        bad = ~torch.isclose(c64, r64, rtol=rtol, atol=atol, equal_nan=True)
+        if strict is not None:
+            strict_bad = ~torch.isclose(c64, r64, rtol=strict[1], atol=strict[0], equal_nan=True)
+        diff = (c64 - r64).abs()
+        rel = diff / r64.abs().clamp_min(tiny)
+        nonzero_ref = r64 != 0
+    if not cc.numel():
+        return
+    finite = torch.isfinite(diff)
+    out.abs_err = max(out.abs_err, float(torch.where(finite, diff, 0.0).max()))
+    out.rel_err = max(out.rel_err, float(torch.where(finite & nonzero_ref, rel, 0.0).max()))
+    out.nonfinite = out.nonfinite or bool((bad & ~finite).any())
+    if strict is not None:
+        out.strict_bad += int(strict_bad.sum())
+    n = int(bad.sum())
+    if n:
+        out.bad += n
+        if len(out.first) < limit:
+            found = bad.nonzero()[:limit - len(out.first), 0]
+            if index is not None:
+                found = index[found]
+            out.first += [start + int(i) for i in found.tolist()]
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:

@@ -86,6 +86,11 @@ SLOW = (
     ("tests/memory/test_mem_cli.py::test_explain_with_the_problem", "", "the problem's floor on the meta device"),
     ("tests/memory/test_mem_method_check.py::test_cpu_smoke_run", "", "Triton and PyTorch pairs timed"),
     ("tests/bench/test_corpus.py::test_bench_over_a_corpus", "", "a bench with real reviews"),
+    ("tests/review/test_prebuild.py::test_a_compile_error_is_a_verdict_without_a_review", "",
+     "g++ against torch's headers (and their precompiled header, a minute, when none is built yet)"),
+    ("tests/review/test_problem_probe.py::test_a_problem_whose_get_inputs_hangs", "", "a probe past its limit"),
+    ("tests/test_cli_manners.py::test_the_optimize_summary_piped", "", "an optimize run end to end"),
+    ("tests/review/test_sandbox.py::test_killing_the_reviewer_kills_its_worker", "", "a reviewer killed mid-review"),
 )
 
 

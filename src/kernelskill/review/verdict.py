@@ -15,7 +15,7 @@ from kernelskill.errors import ProblemError, SandboxError
 from kernelskill.review.judge import JudgeReport
 from kernelskill.review.precision import settle
 from kernelskill.review.processes import describe_exit
-from kernelskill.review.results import (Check, CompileResult, ErrorKind, JudgeBatch, Mismatch, PolicyResult,
+from kernelskill.review.results import (Check, CompileResult, ErrorKind, JudgeBatch, PolicyResult,
                                         Precision, SpeedOfLight, Stage, TimingResult)
 from kernelskill.review.rules import RuleSet
 from kernelskill.review.sandbox import WorkerOutcome
@@ -33,7 +33,6 @@ class Verdict:
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     compile: CompileResult | None = None  # a compile failure's record
-    mismatch: Mismatch | None = None
     precision: Precision | None = None
     speed_of_light: SpeedOfLight | None = None
     policy: PolicyResult | None = None
@@ -93,8 +92,7 @@ def _ending(seen: Seen, backend: str) -> Verdict:
     if outcome.awaiting and not report.ok:
         return Verdict(False, "time" if report.check == "judge:batch-outputs" else "verify", report.error_kind,
                        report.error, checks=(Check(name=report.check, detail=report.error),) if report.check else (),
-                       max_abs_error=report.max_abs_error, max_rel_error=report.max_rel_error,
-                       mismatch=report.mismatch, figures=False)
+                       max_abs_error=report.max_abs_error, max_rel_error=report.max_rel_error, figures=False)
     if outcome.awaiting:
         worst = (None, None) if report.max_abs_error is None else (
             max(report.max_abs_error, found.max_abs_error or 0.0),

@@ -14,10 +14,10 @@ verdict: this module establishes everything a candidate could want raised.
   reference runner makes them from seeds it learns only then and writes them to one file, which the candidate
   runner gets after its own stages), in three parts the judge times with its own clock: `prepare` (the input file
   loaded onto the device), `calls` (one call per input set, back to back) and `commit` (every output written to one
-  file before the judge says which it will compare). The reference's `calls` part less its own time per call is the part's fixed cost; the candidate's
-  less that, plus whatever its `prepare` and `commit` took beyond the reference's, bounds what its calls really took:
-  an event time the wall clock does not confirm is replaced by it. After the batch the candidate's runner is killed,
-  and the outputs of calls the judge picks only then are compared.
+  file before the judge says which it will compare). The reference's `calls` part less its own time per call is
+  the part's fixed cost; the candidate's less that, plus whatever its `prepare` and `commit` took beyond the
+  reference's, bounds what its calls really took: an event time the wall clock does not confirm is replaced by it.
+  After the batch the candidate's runner is killed, and the outputs of calls the judge picks only then are compared.
 """
 
 from __future__ import annotations
@@ -165,19 +165,31 @@ def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: floa
                    max_bytes: int, batch_of: tuple[int, int] | None = None
                    ) -> tuple[bool, str | None, Mismatch | None, float, float]:
     """(ok, why not, mismatch, max abs, max rel) over the outputs of these calls: a file each (the trials), or
-    entries of each side's batch file (`batch_of`: the calls the reference's and the candidate's batch held)."""
+    entries of each side's batch file, each file read once (`batch_of`: the calls the reference's and the
+    candidate's batch held)."""
     worst_abs = worst_rel = 0.0
-    for n, i in enumerate(indices):
+    if batch_of is not None:
         try:
-            expected = (read_outputs(ref_dir / f"{i}.out", max_bytes=1 << 62) if batch_of is None else
-                        read_outputs(ref_dir / BATCH_OUTPUTS, 1 << 62, [i], MAX_TENSORS * batch_of[0])[0])
+            expected_all = read_outputs(ref_dir / BATCH_OUTPUTS, 1 << 62, indices, MAX_TENSORS * batch_of[0])
         except ExchangeError as exc:
             raise RuntimeError(f"the reference runner's outputs could not be read: {exc}") from None
         try:
-            got = (read_outputs(cand_dir / f"{i}.out", max_bytes=max_bytes) if batch_of is None else
-                   read_outputs(cand_dir / BATCH_OUTPUTS, max_bytes * batch_of[1], [i], MAX_TENSORS * batch_of[1])[0])
+            got_all = read_outputs(cand_dir / BATCH_OUTPUTS, max_bytes * batch_of[1], indices,
+                                   MAX_TENSORS * batch_of[1])
         except ExchangeError as exc:
-            return False, f"call {n + 1}: {exc}", None, worst_abs, worst_rel
+            return False, f"the batch's outputs: {exc}", None, worst_abs, worst_rel
+    for n, i in enumerate(indices):
+        if batch_of is not None:
+            expected, got = expected_all[n], got_all[n]
+        else:
+            try:
+                expected = read_outputs(ref_dir / f"{i}.out", max_bytes=1 << 62)
+            except ExchangeError as exc:
+                raise RuntimeError(f"the reference runner's outputs could not be read: {exc}") from None
+            try:
+                got = read_outputs(cand_dir / f"{i}.out", max_bytes=max_bytes)
+            except ExchangeError as exc:
+                return False, f"call {n + 1}: {exc}", None, worst_abs, worst_rel
         cmp = compare_outputs(expected, got, atol, rtol, n)
         worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
         if not cmp.ok:

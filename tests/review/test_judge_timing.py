@@ -91,3 +91,69 @@ def test_the_folders_made_for_the_batchs_inputs_belong_to_the_runner(tmp_path):
     assert target.read_bytes() == b"inputs"
     for folder in (scratch / "judge", scratch / "judge" / "batch"):
         assert (folder.stat().st_uid, folder.stat().st_gid) == (65534, 65534), folder
+
+
+class _FakeRunner:
+    """A runner that answers the judge's commands at once, writing real output files (y = 2x), and records what it
+    was asked, in one log shared by both runners."""
+
+    def __init__(self, name: str, events: list, scratch: Path) -> None:
+        self.name, self.events, self.scratch, self.dead = name, events, scratch, False
+
+    def alive(self) -> bool:
+        return not self.dead
+
+    def kill(self, keep_scratch: bool = False) -> None:
+        self.events.append((self.name, "killed"))
+        self.dead = True
+
+    def command(self, command, limit):
+        import torch
+
+        from kernelskill.review.exchange import BATCH_INPUTS, BATCH_OUTPUTS, write_outputs
+        from kernelskill.review.wire import CommandDone
+
+        assert not self.dead, f"{self.name} was sent {command.name} after it was killed"
+        self.events.append((self.name, command.name))
+        folder = Path(command.out_dir) if command.out_dir else self.scratch / "batch"
+        folder.mkdir(parents=True, exist_ok=True)
+        if command.name == "outputs":
+            for i, seed in enumerate(command.seeds):
+                write_outputs(folder / f"{i}.out", torch.full((4,), float(seed % 1000)) * 2)
+        elif command.name == "prepare":
+            self.calls = len(command.seeds)
+        elif command.name == "commit":
+            write_outputs(folder / BATCH_OUTPUTS, [torch.full((4,), float(i)) * 2 for i in range(self.calls)])
+        elif command.name == "inputs":
+            write_outputs(folder / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(len(command.seeds))])
+        return CommandDone(name=command.name), 0.001
+
+
+def test_the_reference_runs_its_batch_only_after_the_candidates_runner_is_dead(tmp_path):
+    # The reference's batch is what the candidate's wall time is held against, so it must be measured near the
+    # candidate's in time (a busy machine weighs on both alike: on the H200, a bench building the next candidates
+    # made host-bound kernels' batches 4-7x slower than the reference's, measured seconds earlier) and with nothing
+    # of the candidate's alive: a runner that could still run while the reference is timed could slow it
+    import torch
+
+    from kernelskill.review.exchange import BATCH_INPUTS, write_outputs
+    from kernelskill.review.judge import candidate_part
+
+    events: list = []
+    ref_worker = _FakeRunner("reference", events, tmp_path / "ref")
+    cand_worker = _FakeRunner("candidate", events, tmp_path / "cand")
+    ref = ReferenceRun(folder=tmp_path / "ref" / "judge", trial_seeds=[1, 2, 3], batch_seeds=list(range(10)),
+                       stats=TimingStats.from_samples([0.5] * 8), output_bytes=16)
+    (ref.folder / "trials").mkdir(parents=True)
+    for i, seed in enumerate(ref.trial_seeds):  # what reference_part leaves: the trials' outputs, the batch's inputs
+        write_outputs(ref.folder / "trials" / f"{i}.out", torch.full((4,), float(seed % 1000)) * 2)
+    (ref.folder / "batch").mkdir(parents=True, exist_ok=True)
+    write_outputs(ref.folder / "batch" / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(10)])
+    report = candidate_part(cand_worker, ref, tmp_path / "cand" / "judge", 1e-4, 1e-4,
+                            {"verify": 5, "time": 5}, _runner_timing([0.5] * 8, [0.5] * 8), ref_worker)
+    assert report.ok, report
+    killed = events.index(("candidate", "killed"))
+    reference_batch = [i for i, e in enumerate(events) if e[0] == "reference"]
+    assert reference_batch and min(reference_batch) > killed, events
+    assert [e[1] for e in events if e[0] == "reference"] == ["prepare", "calls", "commit"], events
+    assert report.batch is not None and report.batch.reference_s["calls"] > 0

@@ -6,7 +6,8 @@ The trust boundary. Code that has run problem or candidate code is never trusted
                      rules.py, compare.py)
         │  seeds it draws ──► files it reads back (exchange.py: no pickle), its own clock, its own deadlines
         ├── reference runner   the problem's code only; times the reference and writes its outputs, all before
-        │                      any candidate code runs
+        │                      any candidate code runs; then idle until the candidate runner is dead, when it
+        │                      runs the batch the candidate ran (seconds apart: the same machine load)
         └── candidate runner   fresh per candidate, confined; its own stages are hints that can only lower the
                                verdict; then the judge's trials and a batch on seeds it learns only then; killed
 

@@ -17,7 +17,10 @@ verdict: this module establishes everything a candidate could want raised.
   file before the judge says which it will compare). The reference's `calls` part less its own time per call is
   the part's fixed cost; the candidate's less that, plus whatever its `prepare` and `commit` took beyond the
   reference's, bounds what its calls really took: an event time the wall clock does not confirm is replaced by it.
-  After the batch the candidate's runner is killed, and the outputs of calls the judge picks only then are compared.
+  After the batch the candidate's runner is killed, with everything it started; only then does the reference runner,
+  idle until now, run its batch, so the two batches are seconds apart (a busy machine, a bench building the next
+  candidates, weighs on both alike) and nothing of the candidate's runs beside the reference's. Then the outputs
+  of calls the judge picks only now are compared.
 """
 
 from __future__ import annotations
@@ -132,11 +135,21 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
                        limits["time"])
     if error:
         run.error = f"making the batch's inputs failed: {error}"
-        return run
-    run.batch_walls, error = _batch(worker, run.batch_seeds, folder / "batch", limits["time"])
+    return run  # the reference's batch itself runs after the candidate's (reference_batch)
+
+
+class ReferenceFailed(RuntimeError):
+    """The reference runner could not do its part after the candidate's: the review cannot be judged, and that is
+    no fault of the candidate's."""
+
+
+def reference_batch(worker, ref: ReferenceRun, limit: float) -> None:
+    """The reference's batch, run by its runner (idle since its own part) once the candidate's runner is dead."""
+    if worker is None or not worker.alive():
+        raise ReferenceFailed("the reference runner was gone before its batch")
+    ref.batch_walls, error = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit)
     if error:
-        run.error = f"the reference's batch failed: {error}"
-    return run
+        raise ReferenceFailed(f"the reference's batch failed: {error}")
 
 
 def _batch(worker, seeds: list[int], folder: Path, limit: float) -> tuple[dict[str, float], str | None]:
@@ -198,8 +211,10 @@ def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: floa
 
 
 def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rtol: float,
-                   limits: dict[str, float], runner_timing: TimingResult | None) -> JudgeReport:
-    """The judge's trials and batch on a candidate runner that waits for commands; kills the runner at the end."""
+                   limits: dict[str, float], runner_timing: TimingResult | None, ref_worker=None) -> JudgeReport:
+    """The judge's trials and batch on a candidate runner that waits for commands; kills the runner at the end.
+    `ref_worker`, the reference runner, waits for commands too: it runs the reference's batch after the candidate's
+    (raises ReferenceFailed when it cannot)."""
     report = JudgeReport()
     max_bytes = 4 * ref.output_bytes + (1 << 20)
     try:
@@ -224,9 +239,12 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             calls = batch_calls(ref, runner_timing)
             _hand_over(ref.folder / "batch" / BATCH_INPUTS, cand_folder / "batch" / BATCH_INPUTS)
             walls, error = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", limits["time"])
-            worker.kill(keep_scratch=True)  # nothing it started may touch the files from here on
+            worker.kill(keep_scratch=True)  # nothing it started may touch the files, or run beside the reference
             if error:
                 return _fail(report, "runtime_error", f"in the judge's batch of calls the candidate failed: {error}")
+            began = time.perf_counter()
+            reference_batch(ref_worker, ref, limits["time"])
+            report.seconds["judge_reference_batch"] = time.perf_counter() - began
             picks = sorted(secrets.SystemRandom().sample(range(calls), min(BATCH_PICKS, calls)))
             if not ref.stateful:
                 began = time.perf_counter()

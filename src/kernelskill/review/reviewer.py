@@ -119,7 +119,8 @@ def review(
         if backend != "cuda" or device != "cpu":  # a CUDA candidate on a CPU is only compile-checked: no trials
             ref_run = judge.reference_part(ref_worker, Path(ref_worker.scratch) / "judge", device, settings.timing,
                                            timeouts)
-        ref_worker.kill(keep_scratch=True)
+        if ref_run is None or not ref_run.batch_seeds:  # nothing left for it: it does not wait out the candidate
+            ref_worker.kill(keep_scratch=True)
         ref_seconds = {"reference_start": ref_outcome.stage_seconds.get("start", 0.0),
                        "reference": round(time.perf_counter() - ref_began, 3)}
         if ref_run is not None and ref_run.error:
@@ -135,9 +136,13 @@ def review(
                 outcome.worker.kill()
             else:
                 say("judge: trials and batch")
-                report = judge.candidate_part(outcome.worker, ref_run, Path(outcome.worker.scratch) / "judge",
-                                              settings.atol, settings.rtol, timeouts,
-                                              outcome.results.timing if settings.timing else None)
+                try:
+                    report = judge.candidate_part(outcome.worker, ref_run, Path(outcome.worker.scratch) / "judge",
+                                                  settings.atol, settings.rtol, timeouts,
+                                                  outcome.results.timing if settings.timing else None, ref_worker)
+                except judge.ReferenceFailed as exc:
+                    return _reference_failed(base, ref_outcome, log_dir / "reference.log",
+                                             time.perf_counter() - start, str(exc))
     finally:
         ref_worker.kill()
     result = _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem, report,

@@ -133,6 +133,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(item.nodeid.startswith(prefix) and word in item.nodeid for prefix, word, _ in SLOW):
             item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _slow_files_first(items)
     if os.environ.get("KERNELSKILL_ALL_CUDA_CHECKS") == "1":
         return
     skip = pytest.mark.skip(reason="extra CUDA compile check: set KERNELSKILL_ALL_CUDA_CHECKS=1 to run it")
@@ -140,6 +142,29 @@ def pytest_collection_modifyitems(config, items):
         if "all_cuda_checks" in item.keywords:
             item.add_marker(skip)
 
+
+# ------------------------------------------------------------------------------------- spreading tests over workers
+# With `-n 2` xdist's default ("load") hands each worker fixed runs of consecutive tests, and a worker keeps what it
+# was handed: on 2 cores one worker ended its last runs (the worker-kill and store tests) half a minute after the
+# other had run out of tests. Work stealing hands out two halves and lets a worker that runs dry take the second
+# half of the other's queue, so the run ends when both do, give or take the last test. The files that hold slow
+# tests come first and the many quick tests last, so whatever is left to share at the end is quick.
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    args = config.invocation_params.args
+    if config.getoption("dist") != "load" or any(str(a).startswith(("--dist", "-d")) for a in args):
+        return None  # a scheduling asked for by name is used as asked
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)
+
+
+def _slow_files_first(items) -> None:
+    """Reorder in place: the files holding a test marked `slow` first, then the rest; within each group the files,
+    and the tests within a file, keep their order (module fixtures are set up once per file and worker). Every
+    worker orders its collection the same way, as xdist requires."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable
 
 # ------------------------------------------------------------------------------- Inductor's compiled kernels, shared
 # A cold torch.compile on CPU spends most of its time in g++: the CPU-capability probes Inductor compiles first (the

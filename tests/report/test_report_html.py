@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -12,11 +13,19 @@ from tests.report.conftest import make_run_folder
 from tests.report.dom import parse
 
 
-@pytest.fixture
-def page(run_dir):
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> Path:
+    """The run folder of conftest.py with its report written once for the tests that only read the page (a report
+    draws its plots with matplotlib: about a second of CPU each time)."""
+    run_dir = make_run_folder(tmp_path_factory.mktemp("report") / "run")
     paths = write_report(run_dir)
     assert [p.name for p in paths] == ["report.html", "summary.md", "tasks.csv"]
-    text = (run_dir / "report.html").read_text(encoding="utf-8")
+    return run_dir
+
+
+@pytest.fixture
+def page(written):
+    text = (written / "report.html").read_text(encoding="utf-8")
     return text, parse(text)
 
 
@@ -26,7 +35,7 @@ def section(doc, key):
     return found
 
 
-def test_summary_table_holds_the_figures_of_results_json(page, run_dir):
+def test_summary_table_holds_the_figures_of_results_json(page, written):
     _, doc = page
     rows = doc.find_id("summary-table").table_rows()
     assert rows[0][:5] == ["Level", "Tasks", "Success", "Speedup", "Fast_1"]
@@ -41,7 +50,7 @@ def test_summary_table_holds_the_figures_of_results_json(page, run_dir):
     assert compile_rows["Level 1"][1:5] == ["3", "2", "0.625x", "33.3%"]
     assert compile_rows["Overall"][1:4] == ["6", "3", "1.08x"]
     # and every value shown is the one in results.json, formatted
-    results = load_results(run_dir / "results.json")
+    results = load_results(written / "results.json")
     assert body["Level 1"][3] == f"{results.levels['1'].speedup_mean:#.3g}x"
     assert body["Overall"][2] == f"{100 * results.overall.success:.1f}%"
 

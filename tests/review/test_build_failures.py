@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.review.cuda import CudaCompileError, build, pch, toolchain
+from kernelskill.review.cuda import CudaCompileError, build, toolchain
 from kernelskill.review.cuda import cache as build_cache
 
 pytestmark = pytest.mark.slow
@@ -17,22 +17,24 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    """The cache test_cuda_build.py uses (its precompiled header makes a compile take seconds, not half a minute)."""
+    """The cache test_cuda_build.py uses."""
     root = os.environ.get("KERNELSKILL_CACHE")
     if not root:
         base = tmp_path_factory.getbasetemp()
         root = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "kernelskill-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KERNELSKILL_CACHE", root)
-        pch.prepare_pch(with_cuda=False)
         yield Path(root)
 
 
 @pytest.fixture
 def broken(cache):
-    # unique text: a key no build has seen; a compile check (no link), as on a machine without a GPU
-    source = f"// {uuid.uuid4().hex}\ntorch::Tensor f(torch::Tensor x) {{\n  return x * undeclared_scale;\n}}"
-    return dict(name="ks_test_remembered", cpp_sources=source, functions=["f"], link=False)
+    # unique text: a key no build has seen; a compile check (no link), as on a machine without a GPU. Plain C++
+    # without torch's headers: the memory is the same for any source, and each compile here takes milliseconds
+    # where <torch/extension.h> takes 8 s of CPU even from its precompiled header (three compiles in these tests)
+    source = f"// {uuid.uuid4().hex}\nint f(int x) {{\n  return x * undeclared_scale;\n}}"
+    return dict(name="ks_test_remembered", cpp_sources=source, functions=None, link=False, no_implicit_headers=True,
+                with_pytorch_error_handling=False)
 
 
 def _build_counting(monkeypatch, kwargs) -> tuple[str, int]:

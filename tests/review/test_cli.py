@@ -70,10 +70,11 @@ def test_bad_options_are_bad_input():
 
 
 @pytest.mark.slow
-def test_baseline_compile_adds_compile_ms_and_speedup_vs_compile(tmp_path):
+def test_baseline_compile_adds_compile_ms_and_speedup_vs_compile(tmp_path, fresh_inductor_cache):
     """--baseline compile times torch.compile(Model) with the same timer. (On a GPU, inductor also starts worker
     threads on its first call, inside the timing loop; they are not blamed on the candidate: scripts/gpu_check.py
-    --part baseline checks that on the H200.)"""
+    --part baseline checks that on the H200.) The command's sandbox has an Inductor cache of this test's own, with
+    the kernels (and Inductor's precompiled header) other tests of the session compiled."""
     r = cli("review", EXAMPLES / "gelu_chain.py", EXAMPLES / "gelu_chain_triton.py", "--device", "cpu", "--baseline",
             "compile", "--trials", "2", "--warmup", "1", "--iters", "3", "--json")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

@@ -10,6 +10,7 @@ compile.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -309,14 +310,26 @@ CUDA_WRAPPER = CUDA_TORCH.replace("    auto y = torch::empty_like(x);", """    T
     auto y = torch::empty_like(x);""")
 
 
+def _candidate_strings(path: Path) -> dict[str, str]:
+    """The string constants a candidate file assigns at its top level (its sources), read without running it."""
+    tree = ast.parse(path.read_text())
+    return {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            for target in node.targets if isinstance(target, ast.Name)}
+
+
 @needs_nvcc
 def test_a_torch_wrapper_in_cuda_sources_compiles_against_core_headers_only(tmp_path):
     """The common LLM style (torch::Tensor wrapper inside cuda_sources) is built without <torch/types.h>, which pulls
-    in every operator's declaration; nvcc -M shows which headers the unit read."""
-    built = build.build_inline("wrapper", "torch::Tensor gelu_scale(torch::Tensor x, double s);", CUDA_WRAPPER,
-                               functions=["gelu_scale"], arch="9.0", link=False)
+    in every operator's declaration; nvcc -M shows which headers the unit read. The sources and flags are those of
+    the suite's CUDA candidate in that style, so its review (test_verdicts.py) and this test compile its units once
+    between them: the second finds the core unit's object in the cache, which only a core unit that compiled puts
+    there."""
+    p01 = _candidate_strings(Path(__file__).parents[1] / "data/candidates/p01_pointwise_gelu_chain/cuda_ok.py")
+    built = build.build_inline("wrapper", p01["cpp_source"], p01["cuda_source"], functions=["gelu_chain_cuda"],
+                               extra_cuda_cflags=["-O3"], arch="9.0", link=False)
     assert built.cuda_variant == "core", built.notes
-    plan = plan_build("wrapper", "", CUDA_WRAPPER, arch="9.0")
+    plan = plan_build("wrapper", "", p01["cuda_source"], extra_cuda_cflags=["-O3"], arch="9.0")
     read = _headers(plan.cuda[0], tmp_path / "core")
     assert "ATen/core/Tensor.h" in read and "torch/types.h" not in read and "ATen/Functions.h" not in read
 
@@ -597,28 +610,29 @@ def test_a_library_that_registers_ops_loads_without_a_python_module(ext):
     assert torch.ops.ks_forms_ops.twice(torch.ones(3)).tolist() == [2.0, 2.0, 2.0]
 
 
-def test_torch_builds_what_this_builder_fails_on_outside_the_candidates_code(ext, monkeypatch, tmp_path):
+def test_torch_builds_what_this_builder_fails_on_outside_the_candidates_code(monkeypatch):
     # Whatever goes wrong in this builder (here: made to fail) must not fail a candidate that torch would build.
+    # (pybind11 alone, as WITHOUT_TORCH: torch's own build has no precompiled header, and <torch/extension.h> would
+    # take it 20 s of CPU for no more coverage of the fallback)
     def broken(**kwargs):
         raise CudaCompileError("extension: linking failed:\nc++: error: some builder bug", "log", in_own_code=False)
 
     monkeypatch.setattr(inline, "build_inline", broken)
-    module = inline.load_inline("ks_test_fallback", SOURCE, functions=FUNCTIONS, extra_cflags=[""])
-    import torch
-
-    assert module.scale_add(torch.ones(2), 2.0).tolist() == [3.0, 3.0]
+    source = PYBIND_ONLY + "double scale_add(double x, double s) { return x * s + 1; }"
+    module = inline.load_inline("ks_test_fallback", source, functions=FUNCTIONS, extra_cflags=[""], **WITHOUT_TORCH)
+    assert module.scale_add(1.0, 2.0) == 3.0
     assert inline.BUILDS[-1].cuda_variant == "torch"
     assert "built by torch's own load_inline" in inline.BUILDS[-1].notes[0]
 
 
-def test_an_error_in_the_candidates_own_code_is_not_built_twice(ext, monkeypatch):
+def test_an_error_in_the_candidates_own_code_is_not_built_twice(monkeypatch):
     def torch_must_not_run(*args, **kwargs):
         raise AssertionError("torch's load_inline was called for an error in the candidate's own lines")
 
     monkeypatch.setattr(inline, "_torch_load_inline", lambda: torch_must_not_run)
-    with pytest.raises(CudaCompileError) as info:
-        inline.load_inline("ks_test_own_error", "int broken( { return 1; }", functions=[],
-                           extra_ldflags=_unique_ldflags())
+    with pytest.raises(CudaCompileError) as info:  # a unit of its own lines alone: compiled in milliseconds
+        inline.load_inline("ks_test_own_error", "int broken( { return 1; }", functions=None,
+                           extra_ldflags=_unique_ldflags(), **WITHOUT_TORCH)
     assert info.value.in_own_code and "main.cpp" in str(info.value)
 
 

@@ -130,8 +130,12 @@ def test_killing_the_reviewer_kills_its_worker(tmp_path):
         time.sleep(0.5)
         started = descendants(proc.pid)
     assert len(started) >= 4, started
-    time.sleep(8)  # let it reach the candidate's endless loop
-    started = descendants(proc.pid)  # now the candidate's runner too: its holder, its init and the worker in the hang
+    # then the candidate's runner too: its holder, its init and the worker, which goes on into the hang
+    while time.time() < deadline and len(started) < 7:
+        time.sleep(0.25)
+        started = descendants(proc.pid)
+    time.sleep(1.5)  # let it reach the candidate's endless loop
+    started = descendants(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up: the kernel's parent-death signals must do it
     proc.wait()
     for _ in range(40):

@@ -118,13 +118,24 @@ def run_probe(problem: Problem, timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
     from kernelskill.review.zygote import RESULT_FD
 
     request = ProbeRequest(path=str(problem.path), source=problem.source).model_dump_json().encode()
+    env = clean_environment(interpret=_reviews_interpret())
     start = time.monotonic()
     try:
-        done = run_confined("kernelskill.review.probe", [RESULT_FD], clean_environment(), timeout_s, stdin=request,
+        done = run_confined("kernelskill.review.probe", [RESULT_FD], env, timeout_s, stdin=request,
                             max_output=OUTPUT_LIMIT)
     except ZygoteError as exc:
         raise KernelSkillError(f"cannot start the problem probe: {exc}") from None
     return _read_answer(problem, done.result, done.output, done.code, time.monotonic() - start, timeout_s)
+
+
+def _reviews_interpret() -> bool:
+    """Whether the probe runs Triton in its interpreter: where no NVIDIA driver is installed, as the reviews there do
+    (they run on the CPU). The probe never runs problem code on a GPU, so it may go either way; in the reviews'
+    environment it is a child of their zygote instead of starting one of its own (each imports torch: seconds of
+    CPU for every `optimize` and `bench` on such a machine). Where a driver is installed, the reviews' environment
+    is the one without the interpreter (or they run on the CPU by choice, and the probe keeps a zygote of its own,
+    as before)."""
+    return not os.path.exists("/dev/nvidiactl")
 
 
 def _read_answer(problem: Problem, out: bytes, err: bytes, returncode: int | None, seconds: float,

@@ -37,8 +37,9 @@ CASES = [
     ("CUDA-L1 L3/31", f"{PUB}/L3_31_problem.py", f"{PUB}/L3_31_kernel.py", "kernelbench", "correct"),
     ("forged verdict", P01, "attacks/forged_verdict.py", "kernelbench", "not correct"),
     ("garbage after checks", P01, "attacks/garbage_later.py", "kernelbench", "not correct"),
-    ("fingerprint cache", P01, "attacks/fingerprint_cache.py", "kernelbench", "timing_unconfirmed"),
-    ("prepare precompute", P01, "attacks/prepare_precompute.py", "kernelbench", "timing_unconfirmed"),
+    # 20 ms a call where they claim microseconds: their batch is cut at the judge's limit (judge.batch_cut)
+    ("fingerprint cache", P01, "attacks/fingerprint_cache.py", "kernelbench", "cut"),
+    ("prepare precompute", P01, "attacks/prepare_precompute.py", "kernelbench", "cut"),
     # on a GPU the sleep is host time, which the robust protocol's GPU figure leaves out: not inflated either way
     ("reference sabotage", P01, "attacks/reference_sabotage.py", "kernelbench", "not inflated"),
     ("side stream (cheat)", P01, "cheats/side_stream.py", "kernelbench", "not correct"),
@@ -69,6 +70,8 @@ def holds(expect: str, r: dict, off: dict | None = None) -> bool:
         return r["correct"]
     if expect == "not correct":
         return not r["correct"]
+    if expect == "cut":
+        return not r["correct"] and r["error_kind"] == "timeout" and "was stopped" in r["error"]
     return expect in r["flags"]
 
 

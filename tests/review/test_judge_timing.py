@@ -157,3 +157,51 @@ def test_the_reference_runs_its_batch_only_after_the_candidates_runner_is_dead(t
     assert reference_batch and min(reference_batch) > killed, events
     assert [e[1] for e in events if e[0] == "reference"] == ["prepare", "calls", "commit"], events
     assert report.batch is not None and report.batch.reference_s["calls"] > 0
+
+
+def test_both_batches_run_while_the_builds_are_held_still(tmp_path, monkeypatch):
+    # a bench builds the next candidates while a GPU reviews this one; a host-bound kernel's figure is the pace of
+    # its batch, which six compilers beside it moved by up to 40% on the H200 (review/quiet.py)
+    import contextlib
+
+    import torch
+
+    from kernelskill.review import judge
+    from kernelskill.review.exchange import BATCH_INPUTS, write_outputs
+
+    class Recorder:
+        active = False
+
+        @contextlib.contextmanager
+        def quiet(self):
+            Recorder.active = True
+            try:
+                yield
+            finally:
+                Recorder.active = False
+
+    monkeypatch.setattr(judge, "BUILDS", Recorder())
+    events: list = []
+
+    class Watched(_FakeRunner):
+        def command(self, command, limit):
+            events.append((self.name, command.name, Recorder.active))
+            return super().command(command, limit)
+
+    ref_worker = Watched("reference", [], tmp_path / "ref")
+    cand_worker = Watched("candidate", [], tmp_path / "cand")
+    ref = ReferenceRun(folder=tmp_path / "ref" / "judge", trial_seeds=[1, 2, 3], batch_seeds=list(range(10)),
+                       stats=TimingStats.from_samples([0.5] * 8), output_bytes=16)
+    (ref.folder / "trials").mkdir(parents=True)
+    for i, seed in enumerate(ref.trial_seeds):
+        write_outputs(ref.folder / "trials" / f"{i}.out", torch.full((4,), float(seed % 1000)) * 2)
+    (ref.folder / "batch").mkdir(parents=True, exist_ok=True)
+    write_outputs(ref.folder / "batch" / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(10)])
+    report = judge.candidate_part(cand_worker, ref, tmp_path / "cand" / "judge", 1e-4, 1e-4,
+                                  {"verify": 5, "time": 5}, _runner_timing([0.5] * 8, [0.5] * 8), ref_worker)
+    assert report.ok, report
+    batch_parts = [(who, name, quiet) for who, name, quiet in events if name in ("prepare", "calls", "commit")]
+    assert [(w, n) for w, n, _ in batch_parts] == [(w, n) for w in ("candidate", "reference")
+                                                   for n in ("prepare", "calls", "commit")], events
+    assert all(quiet for _, _, quiet in batch_parts), events
+    assert not any(quiet for _, name, quiet in events if name == "outputs"), events  # only the batches

@@ -8,6 +8,7 @@ as a review verdict without any review worker.
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -90,3 +91,33 @@ def test_nothing_to_prebuild_for_triton_or_without_gpu(tmp_path):
     assert prebuild(DATA / "problems/p01_pointwise_gelu_chain.py", triton, ReviewSettings(device="cpu")) is None
     cuda = _candidate(tmp_path, CPP_OK.replace("{tag}", "cpu"))
     assert prebuild(DATA / "problems/p01_pointwise_gelu_chain.py", cuda, ReviewSettings(device="cpu")) is None
+
+
+def test_a_prebuild_worker_is_held_still_by_the_judges_quiet_windows(tmp_path, as_if_gpu, monkeypatch):
+    """A prebuild's worker registers with the builds a judge stops during its batches (review/quiet.py) for as long
+    as it builds, and leaves after."""
+    from kernelskill.review import sandbox
+    from kernelskill.review.reviewer import prebuild
+    from kernelskill.settings import ReviewSettings
+    from tests.conftest import DATA
+
+    seen: list = []
+
+    class Recorder:
+        def add(self, pid):
+            seen.append(("add", pid, os.path.exists(f"/proc/{pid}")))
+
+        def discard(self, pid):
+            seen.append(("discard", pid))
+
+    monkeypatch.setattr(sandbox, "BUILDS", Recorder())
+    # pybind11 alone: the registration is what is checked, not the build (a second of g++)
+    source = CPP_OK.replace("{tag}", uuid.uuid4().hex).replace(
+        'cpp_sources="torch::Tensor add_one(torch::Tensor x) { return x + 1; }',
+        'no_implicit_headers=True, with_pytorch_error_handling=False,\n'
+        '    cpp_sources="#include <pybind11/pybind11.h>\\nint add_one(int x) { return x + 1; }')
+    assert "no_implicit_headers" in source
+    built = prebuild(DATA / "problems/p01_pointwise_gelu_chain.py", _candidate(tmp_path, source),
+                     ReviewSettings(device="cuda"), log_dir=tmp_path / "logs")
+    assert built is not None and built.result is None, built and built.result
+    assert [s[0] for s in seen] == ["add", "discard"] and seen[0][1] == seen[1][1] and seen[0][2], seen

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelskill.review import judge
 from kernelskill.review.judge import MIN_BATCH, OVERHEAD_CAP_S, PHASE_ABS_S
 from kernelskill.settings import Guards, StageTimeouts
 from tests.conftest import run_review as _run_review
@@ -50,7 +51,10 @@ def test_calls_after_the_runners_checks_are_checked(tmp_path):
     assert off.correct, off.error
 
 
-def test_fingerprint_cache_is_timed_by_the_judges_clock(tmp_path):
+def test_fingerprint_cache_is_timed_by_the_judges_clock(tmp_path, monkeypatch):
+    # its batch is many times slower than it claims, which the batch's cut stops (the next test); without the cut
+    # the whole batch runs and the judge's clock must still hold its figure
+    monkeypatch.setattr(judge, "BATCH_CUT_FACTOR", 1e9)
     settings = dict(rules="kernelbench", warmup=3, iters=30, reverify_above=1e9)
     on = run_review(P01, "attacks/fingerprint_cache.py", tmp_path / "on", guards=_guards(), **settings)
     assert on.correct, on.error
@@ -66,9 +70,23 @@ def test_fingerprint_cache_is_timed_by_the_judges_clock(tmp_path):
     assert off.timing.candidate.median_ms < on_ms / 3, (off.timing.candidate.median_ms, on_ms)
 
 
-def test_work_done_while_inputs_are_prepared_is_counted_as_the_calls(tmp_path):
+def test_a_batch_far_slower_than_its_claim_is_cut_at_the_judges_limit(tmp_path, monkeypatch):
+    """The judge stops a candidate's batch that runs far past what its own claimed pace (or the reference's) allows,
+    instead of waiting out every call: the fingerprint cache's 20 ms misses cost the H200 judge 41.6 s a batch."""
+    monkeypatch.setattr(judge, "BATCH_CUT_FLOOR_S", 1.0)  # the attack's batch: hundreds of 20 ms calls
+    settings = dict(rules="kernelbench", warmup=3, iters=30, reverify_above=1e9)
+    on = run_review(P01, "attacks/fingerprint_cache.py", tmp_path / "on", guards=_guards(), **settings)
+    assert not on.correct and on.error_kind == "timeout" and on.stage == "time", (on.error_kind, on.error)
+    assert on.checks[0].name == "judge:batch-time" and "was stopped" in on.error, on.error
+    assert on.speedup is None
+    # the batch's parts, by the judge's clock: the prepare part and the calls part up to the cut, not every call
+    assert on.stage_seconds["judge_batch"] < 15, on.stage_seconds
+
+
+def test_work_done_while_inputs_are_prepared_is_counted_as_the_calls(tmp_path, monkeypatch):
     # the runner's integrity check sees the replaced `Tensor.to`; a candidate that owns its process can hook lower
     # (torch's dispatcher) or put it back before the check, so here the judge alone must hold
+    monkeypatch.setattr(judge, "BATCH_CUT_FACTOR", 1e9)  # (as above: the cut would stop its batch first)
     settings = dict(rules="kernelbench", warmup=3, iters=30, reverify_above=1e9)
     on = run_review(P01, "attacks/prepare_precompute.py", tmp_path / "on", guards=_guards(integrity=False),
                     **settings)

@@ -13,7 +13,9 @@ The trust boundary. Code that has run problem or candidate code is never trusted
 
 The verdict is correct only when the judge's comparisons pass; the reference's time is the reference runner's
 (the candidate runner's may be at most 5% slower); the candidate's event time is bounded by the judge's clock over
-the batch (judge.py says how), and where it is not confirmed both sides are put at their pace in that batch. The
+the batch (judge.py says how), and where it is not confirmed both sides are put at their pace in that batch; a
+batch far slower than its claimed pace is cut at a limit of the judge's (verdict: timeout). While either batch runs,
+the builds of later candidates are stopped (quiet.py), so a host-bound kernel's pace is not the compilers'. The
 verdict is one immutable object, decided once (verdict.py) from how the runner ended, the judge's report, the
 speed-of-light floor and one rule set (rules.py: what `--rules strict|kernelbench` means, asked by the reviewer,
 the runner's trials and the loop alike). Guards.judge=False falls back to the runner's own report, for tests only.

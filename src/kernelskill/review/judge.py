@@ -35,6 +35,7 @@ from pathlib import Path
 
 from kernelskill.review.compare import compare_outputs
 from kernelskill.review.exchange import BATCH_INPUTS, BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, read_outputs
+from kernelskill.review.quiet import BUILDS
 from kernelskill.review.results import JudgeBatch, Mismatch, TimingResult, TimingStats
 from kernelskill.review.wire import Command
 
@@ -51,6 +52,13 @@ PHASE_TOL, PHASE_ABS_S = 0.25, 0.005  # the candidate's prepare and commit may t
 # reference's (the same input file loaded, outputs of the same size written to one file); beyond it, the excess
 # counts as its calls'. Both parts are short (one file each way, no problem code): the tolerance hides little work
 BATCH_PARTS = ("prepare", "calls", "commit")
+# The candidate's batch is cut (verdict: timeout) when a part runs past this many times what its calls should take
+# at the slower of its own claimed pace and the reference's, plus a floor and a share for the bytes it moves: a
+# runner whose calls are 20x slower than its own timing says has no figure to confirm, and an attacker's batch of
+# 2000 calls at 20 ms each cost the judge 41.6 s on the H200 before this cut
+BATCH_CUT_FACTOR = 20.0
+BATCH_CUT_FLOOR_S = 5.0
+BATCH_CUT_S_PER_GB = 2.0
 MAX_SAMPLES = 100_000
 
 
@@ -65,6 +73,7 @@ class ReferenceRun:
     host_ms: float | None = None  # its median host time to enqueue one call
     batch_walls: dict[str, float] = field(default_factory=dict)  # the batch's parts, by the judge's clock
     output_bytes: int = 0  # one call's outputs
+    input_bytes: int = 0  # one call's inputs
     stateful: bool = False
     target_s: float = 0.05  # how long a batch should take on this device (BATCH_TARGET_S)
     error: str | None = None  # why the reference runner could not do its part (the review then fails closed)
@@ -128,7 +137,8 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
         run.error = "the reference runner's timing was not usable"
         return run
     per_call_s = max(run.stats.median_ms, run.host_ms or 0.0) / 1e3
-    size = BATCH_BYTES // max(1, 2 * run.output_bytes + int(info.get("input_bytes", 0)))
+    run.input_bytes = int(info.get("input_bytes", 0))
+    size = BATCH_BYTES // max(1, 2 * run.output_bytes + run.input_bytes)
     count = min(MAX_BATCH, size, max(MIN_BATCH, math.ceil(BATCH_TARGET_S[device] / max(per_call_s, 1e-7))))
     run.batch_seeds = draw_seeds(max(MIN_BATCH, count))
     _, _, error = _run(worker, Command(name="inputs", seeds=run.batch_seeds, out_dir=str(folder / "batch")),
@@ -147,13 +157,15 @@ def reference_batch(worker, ref: ReferenceRun, limit: float) -> None:
     """The reference's batch, run by its runner (idle since its own part) once the candidate's runner is dead."""
     if worker is None or not worker.alive():
         raise ReferenceFailed("the reference runner was gone before its batch")
-    ref.batch_walls, error = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit)
+    with BUILDS.quiet():
+        ref.batch_walls, error = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit)
     if error:
         raise ReferenceFailed(f"the reference's batch failed: {error}")
 
 
 def _batch(worker, seeds: list[int], folder: Path, limit: float) -> tuple[dict[str, float], str | None]:
-    """The batch's three parts, each timed by this process's clock: ({part: seconds}, error)."""
+    """The batch's three parts, each timed by this process's clock and limited to `limit` seconds: ({part: seconds},
+    error). A part that ran past its limit is the last in the dict, with its seconds at or past the limit."""
     walls: dict[str, float] = {}
     for part in BATCH_PARTS:
         _, walls[part], error = _run(worker, Command(name=part, seeds=seeds if part == "prepare" else [],
@@ -161,6 +173,18 @@ def _batch(worker, seeds: list[int], folder: Path, limit: float) -> tuple[dict[s
         if error:
             return walls, error
     return walls, None
+
+
+def batch_cut(ref: ReferenceRun, runner_timing: TimingResult, calls: int, limit: float) -> tuple[float, float]:
+    """(the seconds each part of the candidate's batch may take, the per-call seconds that allowance rests on). The
+    pace is the slowest of the candidate's claimed median and host time and the reference's: a runner that claims
+    a slow host to earn a longer batch has claimed a lower speedup too."""
+    host_ms = (runner_timing.host_us or {}).get("candidate", 0.0) / 1e3
+    per_call_s = max(runner_timing.candidate.median_ms, host_ms, ref.stats.median_ms if ref.stats else 0.0,
+                     ref.host_ms or 0.0) / 1e3
+    moved_gb = calls * (ref.output_bytes + ref.input_bytes) / 1e9
+    cut = BATCH_CUT_FLOOR_S + BATCH_CUT_S_PER_GB * moved_gb + BATCH_CUT_FACTOR * calls * per_call_s
+    return min(limit, cut), per_call_s
 
 
 def _stats(raw) -> TimingStats | None:
@@ -238,8 +262,18 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
         if ref.batch_seeds and runner_timing is not None:
             calls = batch_calls(ref, runner_timing)
             _hand_over(ref.folder / "batch" / BATCH_INPUTS, cand_folder / "batch" / BATCH_INPUTS)
-            walls, error = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", limits["time"])
+            cut, per_call_s = batch_cut(ref, runner_timing, calls, limits["time"])
+            with BUILDS.quiet():  # the builds of later candidates stopped while the batch runs (quiet.py)
+                walls, error = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut)
             worker.kill(keep_scratch=True)  # nothing it started may touch the files, or run beside the reference
+            report.seconds["judge_batch"] = round(sum(walls.values()), 3)
+            if error and cut < limits["time"] and list(walls.values())[-1] >= cut:
+                part = list(walls)[-1]
+                return _fail(report, "timeout", f"the judge's batch of {calls} calls was stopped: its `{part}` part "
+                             f"ran past {cut:.1f} s, {BATCH_CUT_FACTOR:g}x what the calls take at "
+                             f"{per_call_s * 1e6:.1f} us each (the slower of the pace the candidate's own timing "
+                             "claimed and the reference's) plus time to move its data; calls that much slower than "
+                             "their own timing says leave no figure to confirm", check="judge:batch-time")
             if error:
                 return _fail(report, "runtime_error", f"in the judge's batch of calls the candidate failed: {error}")
             began = time.perf_counter()

@@ -34,6 +34,7 @@ from pathlib import Path
 from kernelskill.review import confine
 from kernelskill.review.logs import LogSink
 from kernelskill.review.processes import descendants, describe_exit, kill_tree  # noqa: F401  (the sandbox's API)
+from kernelskill.review.quiet import BUILDS
 from kernelskill.review.confined import run_confined, zygote_for  # noqa: F401  (the sandbox's API)
 from kernelskill.review.zygote import RESULT_FD, ZygoteError
 from kernelskill.review.wire import (AwaitingMessage, Command, CommandDone, DoneMessage, ReadyMessage, ReviewRequest,
@@ -304,7 +305,15 @@ class WorkerPool:
                     stage="load", kind="crash", error=f"the review worker could not start: {exc}"))
         if reuse:
             self._top_up(key, env, request.device)
-        outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts, log_path, progress)
+        building = request.mode == "build"  # a prebuild: held still while a judge measures (quiet.py)
+        if building:
+            BUILDS.add(worker.pid)
+        try:
+            outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts, log_path,
+                                   progress)
+        finally:
+            if building:
+                BUILDS.discard(worker.pid)
         if outcome.awaiting:
             outcome.worker = worker
             return outcome

@@ -90,7 +90,7 @@ def _ending(seen: Seen, backend: str) -> Verdict:
     if outcome.awaiting and report is None:  # a CUDA candidate on a CPU: compiled, nothing ran
         return Verdict(False)
     if outcome.awaiting and not report.ok:
-        return Verdict(False, "time" if report.check == "judge:batch-outputs" else "verify", report.error_kind,
+        return Verdict(False, "time" if (report.check or "").startswith("judge:batch") else "verify", report.error_kind,
                        report.error, checks=(Check(name=report.check, detail=report.error),) if report.check else (),
                        max_abs_error=report.max_abs_error, max_rel_error=report.max_rel_error, figures=False)
     if outcome.awaiting:

@@ -97,17 +97,18 @@ def spread(values: list[float]) -> str:
 
 
 def table(rows: list[dict], tasks: list[dict]) -> str:
-    lines = [f"{'task':<24} {'idle':>8} {'quiet on: min/med/max (max/min)':>34} {'quiet off':>30} builds on/off"]
+    lines = [f"{'task':<24} {'idle: min/med/max (max/min)':>26} {'load, quiet on':>26} {'load, quiet off':>30} "
+             "builds on/off"]
     for entry in tasks:
         mine = [r for r in rows if r["task"] == entry["name"] and r["correct"] and r["speedup"]]
         idle = [r["speedup"] for r in mine if r["mode"] == "idle"]
         on = [r for r in mine if r["mode"] == "on"]
         off = [r for r in mine if r["mode"] == "off"]
-        lines.append(f"{entry['name'][:24]:<24} {spread(idle).split(' ')[0].split('/')[1] if idle else '-':>8} "
-                     f"{spread([r['speedup'] for r in on]):>34} {spread([r['speedup'] for r in off]):>30} "
+        lines.append(f"{entry['name'][:24]:<24} {spread(idle):>26} {spread([r['speedup'] for r in on]):>26} "
+                     f"{spread([r['speedup'] for r in off]):>30} "
                      f"{statistics.mean([r['builds'] for r in on] or [0]):.1f}/"
                      f"{statistics.mean([r['builds'] for r in off] or [0]):.1f}")
-    for mode in ("on", "off"):
+    for mode in ("idle", "on", "off"):
         ratios = []
         for entry in tasks:
             values = [r["speedup"] for r in rows if r["task"] == entry["name"] and r["mode"] == mode and r["correct"]
@@ -115,7 +116,7 @@ def table(rows: list[dict], tasks: list[dict]) -> str:
             if len(values) > 1:
                 ratios.append(max(values) / min(values))
         if ratios:
-            lines.append(f"quiet {mode}: max/min per task, median {statistics.median(ratios):.3f}, worst "
+            lines.append(f"{mode}: max/min per task, median {statistics.median(ratios):.3f}, worst "
                          f"{max(ratios):.3f}, {sum(r <= 1.05 for r in ratios)} of {len(ratios)} within 1.05")
     return "\n".join(lines)
 
@@ -125,6 +126,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--tasks", default="19,20,21,22,24,27", help="level-1 task numbers (host-bound ones)")
     parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--idle-repeats", type=int, default=1, help="reviews of each task with no load")
     parser.add_argument("--load", type=int, default=6, help="prebuilds kept running at once")
     parser.add_argument("--budget", type=float, default=400, help="seconds; no review starts after it")
     parser.add_argument("--out", type=Path, required=True)
@@ -159,8 +161,9 @@ def main() -> None:
     with ThreadPoolExecutor(len(tasks)) as builders:
         list(builders.map(build, tasks))
     print(f"tasks built in {time.monotonic() - began:.0f} s", flush=True)
-    for entry in tasks:
-        record(entry, "idle", 0)
+    for _ in range(args.idle_repeats):
+        for entry in tasks:
+            record(entry, "idle", 0)
     load = Load(args.corpus, pool, args.load, settings, args.out / "logs")
     load.start()
     time.sleep(20)  # the load under way: compilers running

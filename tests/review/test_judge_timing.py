@@ -159,7 +159,7 @@ def test_the_reference_runs_its_batch_only_after_the_candidates_runner_is_dead(t
     assert report.batch is not None and report.batch.reference_s["calls"] > 0
 
 
-def test_both_batches_run_while_the_builds_are_held_still(tmp_path, monkeypatch):
+def test_both_batches_run_while_the_builds_are_held_still_with_their_outputs_memory_held(tmp_path, monkeypatch):
     # a bench builds the next candidates while a GPU reviews this one; a host-bound kernel's figure is the pace of
     # its batch, which six compilers beside it moved by up to 40% on the H200 (review/quiet.py)
     import contextlib
@@ -183,9 +183,13 @@ def test_both_batches_run_while_the_builds_are_held_still(tmp_path, monkeypatch)
     monkeypatch.setattr(judge, "BUILDS", Recorder())
     events: list = []
 
+    reserved: list = []
+
     class Watched(_FakeRunner):
         def command(self, command, limit):
             events.append((self.name, command.name, Recorder.active))
+            if command.name == "prepare":
+                reserved.append((self.name, command.reserve_bytes))
             return super().command(command, limit)
 
     ref_worker = Watched("reference", [], tmp_path / "ref")
@@ -205,3 +209,6 @@ def test_both_batches_run_while_the_builds_are_held_still(tmp_path, monkeypatch)
                                                    for n in ("prepare", "calls", "commit")], events
     assert all(quiet for _, _, quiet in batch_parts), events
     assert not any(quiet for _, name, quiet in events if name == "outputs"), events  # only the batches
+    # both sides' prepare holds the memory their calls' outputs will take (the reference's size, the same for both),
+    # so no timed call waits on the driver for memory
+    assert reserved == [("candidate", ref.output_bytes), ("reference", ref.output_bytes)], reserved

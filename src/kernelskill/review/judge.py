@@ -158,18 +158,21 @@ def reference_batch(worker, ref: ReferenceRun, limit: float) -> None:
     if worker is None or not worker.alive():
         raise ReferenceFailed("the reference runner was gone before its batch")
     with BUILDS.quiet():
-        ref.batch_walls, error = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit)
+        ref.batch_walls, error = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit, ref.output_bytes)
     if error:
         raise ReferenceFailed(f"the reference's batch failed: {error}")
 
 
-def _batch(worker, seeds: list[int], folder: Path, limit: float) -> tuple[dict[str, float], str | None]:
+def _batch(worker, seeds: list[int], folder: Path, limit: float, reserve_bytes: int = 0
+           ) -> tuple[dict[str, float], str | None]:
     """The batch's three parts, each timed by this process's clock and limited to `limit` seconds: ({part: seconds},
     error). A part that ran past its limit is the last in the dict, with its seconds at or past the limit."""
     walls: dict[str, float] = {}
     for part in BATCH_PARTS:
-        _, walls[part], error = _run(worker, Command(name=part, seeds=seeds if part == "prepare" else [],
-                                                     out_dir=None if part == "calls" else str(folder)), limit)
+        command = Command(name=part, seeds=seeds if part == "prepare" else [],
+                          out_dir=None if part == "calls" else str(folder),
+                          reserve_bytes=reserve_bytes if part == "prepare" else 0)
+        _, walls[part], error = _run(worker, command, limit)
         if error:
             return walls, error
     return walls, None
@@ -264,7 +267,7 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             _hand_over(ref.folder / "batch" / BATCH_INPUTS, cand_folder / "batch" / BATCH_INPUTS)
             cut, per_call_s = batch_cut(ref, runner_timing, calls, limits["time"])
             with BUILDS.quiet():  # the builds of later candidates stopped while the batch runs (quiet.py)
-                walls, error = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut)
+                walls, error = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut, ref.output_bytes)
             worker.kill(keep_scratch=True)  # nothing it started may touch the files, or run beside the reference
             report.seconds["judge_batch"] = round(sum(walls.values()), 3)
             if error and cut < limits["time"] and list(walls.values())[-1] >= cut:

@@ -163,6 +163,7 @@ class Command(_Wire):
     name: Literal["outputs", "inputs", "prepare", "calls", "commit", "time_reference", "stateful", "end"]
     seeds: list[int] = Field(default_factory=list)
     out_dir: str | None = None
+    reserve_bytes: int = Field(default=0, ge=0, le=1 << 34)  # `prepare`: one call's outputs, kept ready per call
 
 
 class CommandDone(_Wire):

@@ -51,7 +51,9 @@ def one_review(corpus: Path, entry: dict, settings: ReviewSettings, log_dir: Pat
             "flags": [f.split(":")[0] for f in result.flags], "wall_s": round(time.perf_counter() - start, 2),
             "reference_pace_us": batch.reference_pace_us if batch else None,
             "candidate_pace_us": batch.candidate_pace_us if batch else None,
-            "confirmed": batch.confirmed if batch else None}
+            "confirmed": batch.confirmed if batch else None,
+            "runner_calls_s": batch.runner_calls_s if batch else None,
+            "walls": {"reference": batch.reference_s, "candidate": batch.candidate_s} if batch else None}
 
 
 class Load:
@@ -151,7 +153,10 @@ def main() -> None:
         out.write(json.dumps(row) + "\n")
         out.flush()
         print(f"{entry['name'][:24]:<24} {mode:<4} builds {builds} speedup {row['speedup'] or 0:.3f} "
-              f"paces {row['reference_pace_us']}/{row['candidate_pace_us']} us {row['wall_s']} s", flush=True)
+              f"paces {row['reference_pace_us']}/{row['candidate_pace_us']} us {row['wall_s']} s; calls part, "
+              f"judge/runner says: ref {(row['walls'] or {}).get('reference', {}).get('calls')}/"
+              f"{(row['runner_calls_s'] or {}).get('reference')} cand {(row['walls'] or {}).get('candidate', {}).get('calls')}/"
+              f"{(row['runner_calls_s'] or {}).get('candidate')}", flush=True)
 
     def build(entry: dict) -> None:  # the tasks' own builds, in parallel, before anything is timed
         path = args.corpus / entry["kernel"]
@@ -166,7 +171,8 @@ def main() -> None:
             record(entry, "idle", 0)
     load = Load(args.corpus, pool, args.load, settings, args.out / "logs")
     load.start()
-    time.sleep(20)  # the load under way: compilers running
+    if args.load and args.repeats:
+        time.sleep(20)  # the load under way: compilers running
     try:
         for r in range(args.repeats):
             for entry in tasks:

@@ -74,6 +74,7 @@ class ReferenceRun:
     batch_walls: dict[str, float] = field(default_factory=dict)  # the batch's parts, by the judge's clock
     output_bytes: int = 0  # one call's outputs
     input_bytes: int = 0  # one call's inputs
+    said_calls_s: float = -1.0  # what the reference runner says its batch's calls loop took (a hint, never used)
     stateful: bool = False
     target_s: float = 0.05  # how long a batch should take on this device (BATCH_TARGET_S)
     error: str | None = None  # why the reference runner could not do its part (the review then fails closed)
@@ -158,24 +159,29 @@ def reference_batch(worker, ref: ReferenceRun, limit: float) -> None:
     if worker is None or not worker.alive():
         raise ReferenceFailed("the reference runner was gone before its batch")
     with BUILDS.quiet():
-        ref.batch_walls, error = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit, ref.output_bytes)
+        ref.batch_walls, error, ref.said_calls_s = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit,
+                                                          ref.output_bytes)
     if error:
         raise ReferenceFailed(f"the reference's batch failed: {error}")
 
 
 def _batch(worker, seeds: list[int], folder: Path, limit: float, reserve_bytes: int = 0
-           ) -> tuple[dict[str, float], str | None]:
+           ) -> tuple[dict[str, float], str | None, float]:
     """The batch's three parts, each timed by this process's clock and limited to `limit` seconds: ({part: seconds},
-    error). A part that ran past its limit is the last in the dict, with its seconds at or past the limit."""
+    error, what the runner says its calls loop took: a hint for the record, never used, -1 when it said nothing). A
+    part that ran past its limit is the last in the dict, with its seconds at or past the limit."""
     walls: dict[str, float] = {}
+    said = -1.0
     for part in BATCH_PARTS:
         command = Command(name=part, seeds=seeds if part == "prepare" else [],
                           out_dir=None if part == "calls" else str(folder),
                           reserve_bytes=reserve_bytes if part == "prepare" else 0)
-        _, walls[part], error = _run(worker, command, limit)
+        info, walls[part], error = _run(worker, command, limit)
+        if part == "calls" and isinstance(info, dict) and isinstance(info.get("calls_s"), (int, float)):
+            said = float(info["calls_s"])
         if error:
-            return walls, error
-    return walls, None
+            return walls, error, said
+    return walls, None, said
 
 
 def batch_cut(ref: ReferenceRun, runner_timing: TimingResult, calls: int, limit: float) -> tuple[float, float]:
@@ -267,7 +273,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             _hand_over(ref.folder / "batch" / BATCH_INPUTS, cand_folder / "batch" / BATCH_INPUTS)
             cut, per_call_s = batch_cut(ref, runner_timing, calls, limits["time"])
             with BUILDS.quiet():  # the builds of later candidates stopped while the batch runs (quiet.py)
-                walls, error = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut, ref.output_bytes)
+                walls, error, said = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut,
+                                            ref.output_bytes)
             worker.kill(keep_scratch=True)  # nothing it started may touch the files, or run beside the reference
             report.seconds["judge_batch"] = round(sum(walls.values()), 3)
             if error and cut < limits["time"] and list(walls.values())[-1] >= cut:
@@ -294,6 +301,7 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                                  f"reference ({why}); every call must compute its result", check="judge:batch-outputs")
             report.timing, flags, report.batch = bound_timing(runner_timing, ref, walls, calls)
             report.batch.checked_calls = picks
+            report.batch.runner_calls_s = {"reference": round(ref.said_calls_s, 6), "candidate": round(said, 6)}
             report.flags += flags
     finally:
         worker.kill()

@@ -132,6 +132,21 @@ def test_the_optimize_summary_piped_keeps_each_line_whole(tmp_path):
     assert len(evaluation) == 1 and evaluation[0].rstrip().endswith(" s")  # before: wrapped inside "0.0\n s"
     out = str(tmp_path / "a-run-folder-with-a-rather-long-name-to-show-wrapping")
     assert any(line.startswith("replay with") and f"{out}/transcript.jsonl" in line for line in r.stdout.splitlines())
+    # the summary table's short rows end with their text, not padded to its longest row's width
+    padded = [line for line in r.stdout.splitlines() if line != line.rstrip(" ")]
+    assert not padded, padded[:3]
+
+
+def test_a_piped_table_has_no_trailing_spaces(capsys):
+    from rich.table import Table
+
+    c = console()  # under pytest stdout is not a terminal
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_row("rounds", "3 of 3")
+    table.add_row("evaluation", "queue 0.0 s · " * 30)
+    c.print(table)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "rounds      3 of 3" and len(lines) == 2, lines
 
 
 def test_review_progress_prints_one_plain_line_when_piped_and_nothing_for_json(capsys):

@@ -109,11 +109,38 @@ def _plain(text: str) -> str:
 
 def console(stderr: bool = False) -> Console:
     """A console for results and progress. On a terminal it wraps to the terminal; piped or redirected, it never
-    wraps (a line is a line: a path or a command stays whole for grep and for copying)."""
+    wraps (a line is a line: a path or a command stays whole for grep and for copying), and a table's lines end
+    where their text does (its columns are as wide as the longest row, padded with spaces: with the width of a
+    line that never wraps, that was hundreds of spaces after every short row)."""
     c = Console(stderr=stderr)
     if c.is_terminal:
         return c
-    return Console(stderr=stderr, width=1_000, soft_wrap=True)
+    return Console(stderr=stderr, width=1_000, soft_wrap=True, file=_TrailingSpaceless(stderr))
+
+
+class _TrailingSpaceless:
+    """sys.stdout or sys.stderr, as they are when written to, without the spaces before each line's end (Rich
+    writes a print's lines in one call)."""
+
+    def __init__(self, stderr: bool) -> None:
+        self.stderr = stderr
+
+    @property
+    def stream(self):
+        return sys.stderr if self.stderr else sys.stdout
+
+    def write(self, text: str) -> int:
+        self.stream.write(re.sub(r" +\n", "\n", text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
 
 
 class _Progress:

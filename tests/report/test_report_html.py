@@ -231,3 +231,13 @@ def test_edge_cases_still_give_a_page(tmp_path, case):
         assert [row[:3] for row in doc.find_id("summary-table").table_rows()[1:]] == \
             [["custom", "2", "0.0%"], ["Overall", "2", "0.0%"]]
         assert {row[0] for row in doc.find_id("flagged-table").table_rows()[1:]} == {"1_A", "B"}
+
+
+def test_the_run_settings_are_folded_so_the_summary_is_on_the_first_screen(page):
+    # about two dozen settings rows, the loop's and the review's as JSON, stood between the title and the results
+    text, doc = page
+    folded = doc.by_class("run")
+    details = [e for e in folded if e.tag == "details"]
+    assert len(details) == 1 and "open" not in details[0].attrs, [(e.tag, e.attrs) for e in folded]
+    assert [e.tag for e in details[0].iter("table")] == ["table"]  # the settings table is inside the fold
+    assert text.index('<details class="run">') < text.index('id="summary"')

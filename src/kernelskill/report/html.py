@@ -62,7 +62,8 @@ figcaption { color: var(--muted); font-size: .85rem; }
 svg.plot { display: block; }
 details.task { border: 1px solid var(--line); border-radius: 6px; margin: .35rem 0; padding: .3rem .7rem; }
 details.task[open] { background: #fcfcfd; }
-details.task > summary, details.task-table > summary { cursor: pointer; }
+details.task > summary, details.task-table > summary, details.run > summary { cursor: pointer; }
+details.run > summary { color: var(--accent); margin: .2rem 0 .6rem; }
 details.task-table > summary { color: var(--accent); margin: .2rem 0; }
 ul.tree, ul.tree ul { list-style: none; margin: 0; padding-left: 1.3rem; }
 ul.tree { padding-left: .2rem; margin: .4rem 0; }
@@ -144,7 +145,11 @@ def _header(results: BenchResults) -> str:
                  'are not finished</strong> (<code>--resume</code> continues the run): the figures below count them '
                  'as tasks without a correct kernel.</p>')
     rows = "".join(f"<tr><th>{esc(key)}</th><td>{esc(_plain(value))}</td></tr>" for key, value in results.run.items())
-    return lead + (f'<div class="scroll"><table class="run">{rows}</table></div>' if rows else "")
+    # folded: two dozen rows of settings (the loop's and the review's as JSON) would push the summary off the first
+    # screen, and what a reader opens the page for is the results
+    return lead + (f'<details class="run"><summary>How this run was made: {esc(fmt_int(len(results.run)))} '
+                   f'settings</summary><div class="scroll"><table class="run">{rows}</table></div></details>'
+                   if rows else "")
 
 
 def _summary(results: BenchResults) -> str:

@@ -235,6 +235,7 @@ def overhead(out: Path, device: str, repeats: int, deadline: float) -> dict:
         cases.append(("g01 triton", G01, DATA / "candidates" / "g01_pointwise_chain_64m" / "triton_ok.py"))
     walls: dict[str, dict[str, list[float]]] = {m: {c[0]: [] for c in cases} for m in modes}
     failures = []
+    round_s = 0.0  # the last warm round's seconds: the budget check needs one before a fourth round starts
     for r in range(repeats + 1):  # round 0: worker start and builds
         if r >= 3 and time.monotonic() + round_s > deadline:
             print(f"  (stopped after {r - 1} warm rounds: the time budget is spent)")

@@ -9,8 +9,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def home_page(readme: str) -> str:
-    """docs/index.md from README.md: links into docs/ become links within the site."""
-    return readme.replace("](docs/", "](")
+    """docs/index.md from README.md: links into docs/ become links within the site, and the README's own contents
+    line is left out (the site shows the page's contents beside it)."""
+    import re
+
+    return re.sub(r"\*\*Contents:\*\*.*?\n\n", "", readme.replace("](docs/", "]("), count=1, flags=re.S)
 
 
 def test_readme_is_short():

@@ -542,3 +542,46 @@ def test_a_zygote_is_shared_by_its_import_variables_and_shows_its_children_no_ot
     shown = dict(item.split(b"=", 1) for item in done.result.split(b"\0") if b"=" in item)
     assert shown.get(b"KERNELSKILL_TEST_TAG") == tag.encode()
     assert b"KS_FIRST_ONLY" not in shown and b"KS_SECOND_ONLY" not in shown, sorted(shown)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping root needs root")
+def test_a_process_that_drops_root_still_dies_with_its_parent():
+    """The kernel clears the parent-death signal when a process's uid changes; a runner that dropped root must still
+    die with the process that started it (a uid-65534 runner was left asleep under init after CI's tests)."""
+    import signal
+    import textwrap
+    import time
+
+    src = str(Path(confine.__file__).resolve().parents[2])
+    parent = textwrap.dedent(f"""
+        import ctypes, os, signal, sys, time
+        sys.path.insert(0, {src!r})
+        from kernelskill.review import confine_os
+        r, w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            quiet = os.open(os.devnull, os.O_WRONLY)  # the test reads the parent's output to its end
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # as the zygote's children arm it
+            confine_os.drop_root(65534, 65534)
+            os.write(w, b"x")
+            time.sleep(60)
+            os._exit(0)
+        os.read(r, 1)  # the child has dropped root
+        print(child, flush=True)
+        os._exit(0)  # the parent dies; its child must follow
+        """)
+    done = subprocess.run([sys.executable, "-c", parent], timeout=60, check=True, capture_output=True, text=True)
+    pid = int(done.stdout.strip())
+    for _ in range(40):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    break
+        except OSError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"the process that dropped root (pid {pid}) outlived its parent")

@@ -206,11 +206,21 @@ def _links_under_tmp(paths: list[str]) -> list[tuple[str, str]]:
 
 # -------------------------------------------------------------------------------------------------------- drop root
 def drop_root(uid: int, gid: int) -> None:
+    """Become `uid`:`gid` for good. The kernel clears a process's parent-death signal when its uid changes, so the
+    one it had is armed again here: without it, a runner whose reviewer (or zygote) died lived on, asleep under
+    init (seen after CI's dropped-uid tests)."""
+    armed = ctypes.c_int(0)
+    _LIBC.prctl(2, ctypes.byref(armed), 0, 0, 0)  # PR_GET_PDEATHSIG
+    parent = os.getppid()
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
     if os.geteuid() != uid or os.getuid() != uid:
         raise OSError(errno.EPERM, "the uid did not change")
+    if armed.value:
+        _LIBC.prctl(1, armed.value, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died while the signal was cleared
+            os._exit(1)
 
 
 CAP_SYS_ADMIN = 21

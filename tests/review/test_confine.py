@@ -180,18 +180,17 @@ def escapes(tmp_path, targets, monkeypatch):
 
 
 def _kill_survivor(path: str) -> None:
-    """Kill the probe's grandchild where it outlived its review (the processes layer off): found by the file named
-    in its environment, never by the pid it wrote (a pid inside its namespace means another process here)."""
-    needle = f"PROBE_SURVIVOR_FILE={path}".encode()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    os.kill(int(name), 9)
-        except OSError:
-            pass
+    """Kill the probe's grandchild where it outlived its review (the processes layer off). It writes its pid into
+    the file; that pid is taken only when it names a fork of a zygote (a pid from inside a PID namespace would name
+    another process here). Its environment cannot find it: a zygote's child sets its variables after the fork, and
+    /proc/<pid>/environ shows the zygote's (so survivors lived on, 2 minutes each, after every run of the suite)."""
+    try:
+        pid = int(Path(path).read_text().strip() or 0)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"kernelskill.review.zygote" in f.read() and pid != os.getpid():
+                os.kill(pid, 9)
+    except (OSError, ValueError):
+        pass
 
 
 def _survives(path: str) -> bool:

@@ -36,19 +36,20 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process, its process group and every descendant with their groups. The tree is stopped first
-    (SIGSTOP), so nothing in it starts another process while it is being walked; compilers that started sessions of
-    their own are found through their parent links before the worker dies and orphans them."""
+def signal_all(pids, sig: int) -> None:
+    """Send `sig` to each process and to its process group; gone or foreign ones are skipped."""
+    for p in pids:
+        for send in (lambda: os.killpg(p, sig), lambda: os.kill(p, sig)):
+            try:
+                send()
+            except (ProcessLookupError, PermissionError):
+                pass
 
-    def signal_all(pids, sig) -> None:
-        for p in pids:
-            for send in (lambda: os.killpg(p, sig), lambda: os.kill(p, sig)):
-                try:
-                    send()
-                except (ProcessLookupError, PermissionError):
-                    pass
 
+def stop_tree(pid: int) -> list[int]:
+    """SIGSTOP a process, its process group and every descendant with their groups; the pids stopped, `pid` first.
+    The tree is walked again until no new descendant appears (a stopped process starts no other), so compilers that
+    started sessions of their own are found through their parent links."""
     signal_all([pid], signal.SIGSTOP)
     seen: list[int] = []
     for _ in range(5):  # until no new descendant appears
@@ -57,7 +58,13 @@ def kill_tree(pid: int) -> None:
             break
         signal_all(new, signal.SIGSTOP)
         seen += new
-    signal_all([pid, *seen], signal.SIGKILL)
+    return [pid, *seen]
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process, its process group and every descendant with their groups. The tree is stopped first, so
+    nothing in it starts another process while it is being walked, and the worker's death orphans nobody unseen."""
+    signal_all(stop_tree(pid), signal.SIGKILL)
 
 
 def describe_exit(returncode: int | None) -> str:

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kernelskill.review.processes import descendants
+from kernelskill.review.processes import descendants, signal_all, stop_tree
 
 
 def _enabled() -> bool:
@@ -48,7 +48,7 @@ class Builds:
         with self._lock:
             self._pids.add(pid)
             if self._depth:
-                self._stopped += _signal_tree(pid, signal.SIGSTOP)
+                self._stopped += stop_tree(pid)
 
     def discard(self, pid: int) -> None:
         with self._lock:
@@ -64,7 +64,7 @@ class Builds:
             self._depth += 1
             if self._depth == 1:
                 for pid in self._pids:
-                    self._stopped += _signal_tree(pid, signal.SIGSTOP)
+                    self._stopped += stop_tree(pid)
                 self.windows += bool(self._stopped)
         try:
             yield
@@ -73,31 +73,10 @@ class Builds:
                 self._depth -= 1
                 if self._depth == 0:
                     stopped, self._stopped = self._stopped, []
-                    for pid in stopped:
-                        _send(pid, signal.SIGCONT)
+                    signal_all(stopped, signal.SIGCONT)
 
 
 BUILDS = Builds()
-
-
-def _send(pid: int, sig: int) -> bool:
-    try:
-        os.kill(pid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def _signal_tree(pid: int, sig: int) -> list[int]:
-    """Signal a process and its descendants, walking again until no new one appears (a stopped process starts no
-    other); the pids signalled."""
-    done: list[int] = [pid] if _send(pid, sig) else []
-    for _ in range(5):
-        new = [p for p in descendants(pid) if p not in done]
-        if not new:
-            break
-        done += [p for p in new if _send(p, sig)]
-    return done
 
 
 def _idle_priority(pid: int) -> None:

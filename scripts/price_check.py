@@ -24,14 +24,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kernelskill.candidate import parse_candidate  # noqa: E402
+from kernelskill.llm.corpus import read_index  # noqa: E402
 from kernelskill.review.reviewer import prebuild, review  # noqa: E402
 from kernelskill.review.sandbox import POOL  # noqa: E402
 from kernelskill.settings import Guards, ReviewSettings  # noqa: E402
 
 
 def pick(corpus: Path, count: int) -> list[dict]:
-    data = json.loads((corpus / "corpus.json").read_text())
-    kernels = [e for e in data["entries"] if e.get("kernel")]
+    kernels = [e.model_dump() for e in read_index(corpus).entries if e.kernel]
     step = max(1, len(kernels) // count)
     return kernels[::step][:count]
 

@@ -32,14 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kernelskill.candidate import parse_candidate  # noqa: E402
+from kernelskill.llm.corpus import read_index  # noqa: E402
 from kernelskill.review.quiet import BUILDS  # noqa: E402
 from kernelskill.review.reviewer import prebuild, review  # noqa: E402
 from kernelskill.settings import ReviewSettings  # noqa: E402
 
 
 def entries(corpus: Path) -> dict[int, dict]:
-    data = json.loads((corpus / "corpus.json").read_text())
-    return {e["index"]: e for e in data["entries"] if e["level"] == "1" and e.get("kernel")}
+    return {e.index: e.model_dump() for e in read_index(corpus).entries if e.level == "1" and e.kernel}
 
 
 def one_review(corpus: Path, entry: dict, settings: ReviewSettings, log_dir: Path) -> dict:

@@ -355,9 +355,7 @@ def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_p
     verdict = decide(seen, RuleSet.of(settings.rules), base["backend"], base["precision"].compute_dtypes,
                      found.weights, floor)
     stage_seconds = {"start": 0.0, **outcome.stage_seconds, "wall": round(wall, 3)}  # start: worker start-up
-    if verdict.judge_batch is not None:
-        stage_seconds["judge_batch"] = round(sum(verdict.judge_batch.candidate_s.values()), 3)
-    if report is not None:
+    if report is not None:  # the judge's own parts, the candidate's batch included (judge_batch)
         stage_seconds.update({k: round(v, 3) for k, v in report.seconds.items()})
     return ReviewResult(**{
         **base,

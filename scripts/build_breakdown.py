@@ -11,15 +11,16 @@ tests/data/public and tests/data/decision/*/*/candidate.py (provenance in their 
 tests/data/candidates/*/cuda_*.py; a candidate with one `load_inline(` call and CUDA sources. Each build runs the
 candidate file in a fresh Python process, as a review worker does, with kernelskill's stand-in for load_inline
 (`review.cuda.inline`, "run": build and import; "check": compile only). Every level gets a new, empty
-KERNELSKILL_CACHE (cache-cold) that shares only the precompiled <torch/extension.h>, built once first and reported
-apart (a one-time cost per machine and flag set); the builds of one level share that cache, as the reviews of one
+KERNELSKILL_CACHE (cache-cold) that shares only the precompiled headers (<torch/extension.h>, the bindings', the split
+host parts'), built once first and reported apart (a one-time cost per machine and flag set); the builds of one level share that cache, as the reviews of one
 run do. Level k builds the first k kernels, all started at once; level 1 builds the first --serial kernels (default
 4) one after another, each in a fresh cache: the median cold build.
 
 Per build, the steps the builder records (`BuiltExtension.steps`): start (python + import torch), pch (a header
 built during the build), cpp (main.cpp against the header), the CUDA unit's nvcc steps (host-E + cudafe++: the host
 front end; device-E + cicc + ptxas + fatbinary: the device pass, beside the host one; host-compile: g++ over the
-host code cudafe++ wrote; narrowed: a narrowed CUDA unit that failed first), link, import, wait (on another
+host code cudafe++ wrote; for a split unit, the device part's nvcc steps beside split-host: the host compiler over
+the host part, and split-join: the two objects made one; narrowed: a variant that failed first), link, import, wait (on another
 process's lock), and total (the load_inline call).
 --plain N also builds the first N kernels with torch's own load_inline, one at a time, for the ratio (against
 level 1's builds of the same kernels).
@@ -72,12 +73,16 @@ print("RESULT " + json.dumps(result))
 
 PCH_CHILD = r"""
 import json, sys
+import torch
 from kernelskill.review.cuda.pch import prepare_pch
-print("RESULT " + json.dumps({"seconds": prepare_pch(with_cuda=True)}))
+# the arch the builds will use: --arch, else the GPU's as torch names it (the stand-in's default), else check's 9.0
+arch = sys.argv[1] or ("%d.%d+PTX" % torch.cuda.get_device_capability() if torch.cuda.is_available() else "9.0")
+print("RESULT " + json.dumps({"seconds": prepare_pch(with_cuda=True, arch=arch)}))
 """
 
 STEPS = ["start", "pch", "cpp", "cuda", "cuda.host-E", "cuda.cudafe++", "cuda.device-E", "cuda.cicc", "cuda.ptxas",
-         "cuda.fatbinary", "cuda.host-compile", "cuda.narrowed", "link", "import", "wait", "total"]
+         "cuda.fatbinary", "cuda.host-compile", "cuda.split-host", "cuda.split-pch", "cuda.split-join", "cuda.narrowed",
+         "link", "import", "wait", "total"]
 
 
 def candidates() -> list[Path]:
@@ -253,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         pch_root = work / "pch-cache"
-        pch = finish(start_child(PCH_CHILD, [], env_with(KERNELSKILL_CACHE=str(pch_root)), work), args.timeout)
+        pch = finish(start_child(PCH_CHILD, [args.arch or ""], env_with(KERNELSKILL_CACHE=str(pch_root)), work), args.timeout)
         if "error" in pch:
             print("precompiled header failed:\n" + pch["error"], file=sys.stderr)
             return 1

@@ -1,6 +1,7 @@
 """`kernelskill bench` over a corpus of published kernels, in chunks that fit a short GPU lease, resumable anywhere.
 
     python scripts/corpus_bench.py --corpus CORPUS --run RUN_DIR --budget 480 --tar OUT/run.tar.gz [--from RUN.tar.gz]
+    python scripts/corpus_bench.py ... --cuda-only      # only the kernels that build CUDA (cold reviews per minute)
 
 Runs `kernelskill bench --problems CORPUS/problems --model corpus:CORPUS --backend cuda --seeds 1 --rounds 0
 --rules kernelbench --profile off` (resuming RUN_DIR when it exists, after unpacking --from into it), stops it
@@ -163,6 +164,21 @@ def with_kernels(corpus: Path, extra: list[str]) -> list[str]:
     return [*rest, "--tasks", ",".join(map(str, sorted(keep)))]
 
 
+def cuda_only(corpus: Path, into: Path) -> Path:
+    """A copy of the corpus (its index and the problems it names) with only the kernels that build CUDA through
+    `load_inline`: the cold builds' workload, without the PyTorch-only kernels that need no build."""
+    index = json.loads((corpus / "corpus.json").read_text())
+    keep = [e for e in index["entries"] if e.get("kernel") and e.get("problem")
+            and "load_inline(" in (corpus / e["kernel"]).read_text(errors="replace")]
+    for e in keep:
+        for key in ("kernel", "problem"):
+            (into / e[key]).parent.mkdir(parents=True, exist_ok=True)
+            (into / e[key]).write_bytes((corpus / e[key]).read_bytes())
+    (into / "corpus.json").write_text(json.dumps({**index, "entries": keep}, indent=1))
+    print(f"{len(keep)} of {len(index['entries'])} tasks build CUDA through load_inline: benched from {into}", flush=True)
+    return into
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--corpus", required=True)
@@ -176,6 +192,8 @@ def main() -> None:
     p.add_argument("--pack-every", type=float, default=60.0, help="seconds between packs while the bench runs")
     p.add_argument("--with-kernels", action="store_true",
                    help="only the tasks the corpus has a kernel for (needs one --level among the bench options)")
+    p.add_argument("--cuda-only", action="store_true",
+                   help="only the tasks whose kernel calls load_inline (a copy of the corpus beside --run)")
     p.add_argument("extra", nargs="*", help="more bench options after --, e.g. --level 1 --baseline compile")
     args = p.parse_args()
     run = Path(args.run)
@@ -183,6 +201,8 @@ def main() -> None:
         with tarfile.open(args.from_tar) as t:
             t.extractall(run.parent, filter="data")
         print(f"unpacked {args.from_tar} into {run.parent}", flush=True)
+    if args.cuda_only:
+        args.corpus = str(cuda_only(Path(args.corpus), run.with_name(run.name + "-corpus")))
     extra = with_kernels(Path(args.corpus), args.extra) if args.with_kernels else args.extra
     code, wall = bench(args, extra)
     print(f"bench exited with {code} after {wall:.0f} s", flush=True)

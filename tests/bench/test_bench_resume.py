@@ -172,6 +172,7 @@ def test_the_command_printed_on_ctrl_c_continues_the_run_with_its_own_settings(t
     assert printed == shlex.join(["kernelskill", "bench", "--out", str(out), "--resume", "--parallel", "1"])
     r = kernelskill(*shlex.split(printed)[1:])
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "the device waited " in r.stdout and " s on builds not yet finished (gpu_wait)" in r.stdout  # issue 33
     results = json.loads((out / "results.json").read_text())
     assert {t["name"]: (t["status"], t["success"]) for t in results["tasks"]} == {
         "1_gelu_chain": ("finished", True), "2_relu": ("finished", True), "3_row_softmax": ("finished", False)}, (

@@ -301,8 +301,9 @@ def warm_compile(problem: Problem | str | Path, settings: ReviewSettings | None 
 
 def prepare_builds() -> threading.Thread:
     """In the background: keep the build cache under its limit (KERNELSKILL_CACHE_MAX_GB), then build the precompiled
-    <torch/extension.h>, once per machine, torch and compiler: the first CUDA candidates then build in seconds instead
-    of paying for it. A failure is printed; builds then go without it."""
+    headers (<torch/extension.h>, the bindings', the split host parts' for the GPU's arch), once per machine, torch
+    and compiler: the first CUDA candidates then build in seconds instead of paying for them. A failure is printed;
+    builds then go without it."""
 
     def run() -> None:
         from kernelskill.review.cuda import cache, pch
@@ -312,7 +313,7 @@ def prepare_builds() -> threading.Thread:
         except OSError as exc:  # a cache that cannot be pruned still works
             print(f"kernelskill: the build cache could not be pruned: {exc}", file=sys.stderr)
         try:
-            pch.prepare_pch()
+            pch.prepare_pch(arch=gpu_arch())
         except Exception as exc:  # noqa: BLE001 - builds still work without the header, only slower
             print(f"kernelskill: the precompiled header could not be built ({type(exc).__name__}): {exc}",
                   file=sys.stderr)

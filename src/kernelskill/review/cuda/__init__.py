@@ -1,15 +1,21 @@
 """Building candidates' `load_inline` extensions: fast, cached by content, and exactly what torch would build.
 
 torch's `load_inline` prepends `<torch/extension.h>` to the C++ unit and `<torch/types.h>` to the CUDA one, then runs
-ninja; a cold build of a trivial kernel spends most of its ~30 s parsing PyTorch's headers. This package builds the
-same binary in a fraction of that and keeps it, so a source built once (by any process) imports in well under a
+ninja; a cold build of a trivial kernel spends most of its ~30-60 s parsing PyTorch's headers, three times over in
+the CUDA unit (cudafe++, cicc and the host compiler). This package builds the same binary in a fraction of that
+(the kernels compiled without torch, the torch code against precompiled headers) and keeps it, so a source built once (by any process) imports in well under a
 second. Lowest module first:
 
     cache      the on-disk cache under $KERNELSKILL_CACHE: layout, locks, objects, pruning (`kernelskill cache`)
     toolchain  which compilers, their versions, torch's flags and ABI, target archs; running compilers cancellably
-    plan       what a build will do, computed without compiling: the units, their flags and keys, the module name
-    pch        the precompiled <torch/extension.h> the C++ unit is compiled with
-    compile    one unit to an object: g++ with the header, nvcc's host and device front ends side by side
+    split      a CUDA source cut in two: its kernels for nvcc without any torch header, its torch host code for the
+               host compiler against a precompiled header (launches rewritten as nvcc writes them)
+    plan       what a build will do, computed without compiling: the units and their variants (fastest first: the
+               split ones, then fewer of torch's headers, then exactly torch's), their flags and keys, the module name
+    pch        the precompiled headers: <torch/extension.h> for the C++ unit, the bindings' for a C++ unit that only
+               declares functions, the split host parts' (one per flag set), built ahead by `prepare_pch`
+    compile    one unit to an object: g++ with its header; nvcc's host and device front ends side by side; a split
+               unit's device part (nvcc) beside its host part (g++), joined into one object
     build      `build_inline`: objects from the cache or compiled in parallel, linked, the library cached
     inline     the one stand-in for torch's `load_inline`, in three modes: "run" (GPU review: build and import),
                "check" (CPU review: compile only), "build" (prebuild on CPU: fill the cache); every call is

@@ -2,9 +2,10 @@
 
 The finished extension is cached under `cuda-build/<key>/`, the key a hash of everything that can change the
 binary. A build happens in a temporary sibling folder renamed into place, one at a time per key (`cache.flock`).
-The C++ and CUDA units compile in parallel, each object taken from the object cache when it is there (a CUDA unit
-that fails with a narrowed set of torch headers gives way to the next variant of the plan); the first failure
-cancels the other unit. Then the objects are linked and the library is recorded with its completion marker.
+The C++ and CUDA units compile in parallel, each object taken from the object cache when it is there. Each unit is
+tried in the plan's variants, fastest first: a variant that fails (a split one, or one with a narrowed set of torch
+headers) gives way to the next, and only the last, exactly what torch compiles, can fail the candidate; the first
+failure of a last variant cancels the other unit. Then the objects are linked and the library is recorded with its completion marker.
 """
 
 from __future__ import annotations
@@ -115,9 +116,10 @@ def _object_for(units: list[Unit], directory: Path, runner: Runner, pch_flags: l
     torch compiles); only the last unit's failure is the candidate's."""
     notes: list[str] = []
     skip_to_last, narrowed_s = False, 0.0  # seconds spent on narrowed units that failed
+    skipped: set[str] = set()
     for i, unit in enumerate(units):
         last = i == len(units) - 1
-        if skip_to_last and not last:
+        if (skip_to_last or unit.variant in skipped) and not last:
             continue
         cached = _cached_object(unit.key)
         if cached is None:
@@ -135,12 +137,23 @@ def _object_for(units: list[Unit], directory: Path, runner: Runner, pch_flags: l
                         if last or runner.cancelled():
                             raise
                         narrowed_s += time.perf_counter() - began
-                        skip_to_last = not _MISSING_DECLARATION.search(diagnostics(failed.output))
+                        missing = bool(_MISSING_DECLARATION.search(diagnostics(failed.output)))
+                        if unit.host_text:
+                            # a split that fails says nothing of the unsplit source: the next variant is tried
+                            # whatever the error. A host part short of a declaration is compiled against what torch
+                            # includes (split-types), and the core variant, whose prelude is the same, is passed over;
+                            # one that fails otherwise passes over the other split variant.
+                            skipped |= {"core"} if missing else {"split", "split-types"}
+                        else:
+                            skip_to_last = not missing
                         first = next((ln for ln in diagnostics(failed.output).splitlines() if "error" in ln),
-                                     "").strip()
-                        notes.append(f"{unit.filename} with fewer of torch's headers ({unit.variant}) failed ({first}); "
+                                     diagnostics(failed.output).strip()[:200]).strip()
+                        what = (f"cut into a device part and a host part ({unit.variant})" if unit.host_text else
+                                f"with fewer of torch's headers ({unit.variant})")
+                        then = next((u.variant for u in units[i + 1:] if u.variant not in skipped), "exact")
+                        notes.append(f"{unit.filename} {what} failed ({first}); "
                                      + ("compiled again as torch compiles it" if skip_to_last else
-                                        "compiled again with more of them, up to what torch compiles"))
+                                        f"compiled again as the {then} variant, up to what torch compiles"))
                         continue
                     built.notes[:0] = notes
                     if narrowed_s:
@@ -234,7 +247,7 @@ def _compile_objects(plan: BuildPlan, tmp: Path, runner: Runner, pch: bool, para
                      waited: dict[str, float]) -> dict[str, tuple[Unit, CompiledObject]]:
     """The C++ and CUDA objects, compiled side by side; the first failure cancels the other and is raised as the
     candidate's CudaCompileError."""
-    jobs = [("cpp", [plan.cpp])] + ([("cuda", plan.cuda)] if plan.cuda else [])
+    jobs = [("cpp", plan.cpp_units or [plan.cpp])] + ([("cuda", plan.cuda)] if plan.cuda else [])
     first_failure: list[UnitFailed] = []
     guard = threading.Lock()
 
@@ -293,6 +306,8 @@ def _build(plan: BuildPlan, start: float, pch: bool, parallel_nvcc: bool, link: 
         cuda_variant = results["cuda"][0].variant if "cuda" in results else None
         for unit, _ in results.values():
             (tmp / unit.filename).write_text(unit.text)
+            if unit.host_text:
+                (tmp / "host.cpp").write_text(unit.host_text)
         warnings = filter_header_warnings(_named("\n".join(o.log for o in objects), plan), OWN_FILES)
         so_path = None
         if link:

@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelskill.review.cuda import pch
-from kernelskill.review.cuda.plan import Unit
-from kernelskill.review.cuda.toolchain import CANCELLED, Runner, command_line
+from kernelskill.review.cuda import pch, toolchain
+from kernelskill.review.cuda.plan import BINDINGS_HEADER, Unit
+from kernelskill.review.cuda.toolchain import CANCELLED, Runner, command_line, expand, host_command
 
 _DIAGNOSTIC = re.compile(r"\(\d+\): (error|catastrophic)|:\d+:(\d+:)? (fatal )?error|: error:|error: ")
 
@@ -49,15 +49,11 @@ def diagnostics(output: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ nvcc, phases in parallel
-def _expand(token: str, env: dict) -> str:
-    return re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), ""), token)
-
-
 def _phase_name(step: str, env: dict) -> str:
     """The step's tool as the build's timings name it: cudafe++, cicc, ptxas, fatbinary, or the host compiler's
     preprocess for the host (host-E) or device (device-E) pass, and its final compile (host-compile)."""
     tokens = shlex.split(step)
-    tool = os.path.basename(_expand(tokens[0], env)) if tokens else "?"
+    tool = os.path.basename(expand(tokens[0], env)) if tokens else "?"
     if tool in ("cudafe++", "cicc", "ptxas", "fatbinary"):
         return tool
     if "-E" in tokens:
@@ -91,7 +87,7 @@ def nvcc_phases(argv: list[str], cwd: Path, module_id: str, runner: Runner,
             return None
     host, device, final = [], [], []
     for i, (body, tokens) in enumerate(commands):
-        tool = os.path.basename(_expand(tokens[0], env))
+        tool = os.path.basename(expand(tokens[0], env))
         if tool == "cudafe++":
             host.append(body)
         elif tool in ("cicc", "ptxas", "fatbinary"):
@@ -143,6 +139,114 @@ def nvcc_phases(argv: list[str], cwd: Path, module_id: str, runner: Runner,
     return code, log
 
 
+# ------------------------------------------------------------------------------------------------------------- split
+def _compile_split(unit: Unit, directory: Path, runner: Runner, parallel_nvcc: bool) -> CompiledObject:
+    """The split variant (`split.py`): the device part through nvcc, the host part through the host compiler against
+    its precompiled header, side by side; then one relocatable object of the two, as the other variants give."""
+    start = time.perf_counter()
+    (directory / "host.cpp").write_text(unit.host_text)
+    notes: list[str] = []
+    phases: dict[str, float] = {}
+    host = host_command(unit.argv)
+    if host is None:
+        raise UnitFailed(unit, "nvcc's dry run for the host part has a shape this does not know", "")
+    compiler, flags = host
+    step_runner = Runner(runner)
+
+    def device(extra: tuple[str, ...] = ()) -> tuple[int, str]:
+        argv = [*unit.argv, *extra, "-c", unit.filename, "-o", "device.o"]
+        phased = nvcc_phases(argv, directory, f"_{unit.key[:8]}_7_cuda_cu_{unit.key[8:16]}", step_runner, phases) \
+            if parallel_nvcc else None
+        if phased is None:
+            code, out, _ = step_runner.run(argv, directory)
+            phased = code, f"{command_line(argv)}\n{out}"
+        if phased[0] != 0:
+            step_runner.cancel()
+        return phased
+
+    def host_part() -> tuple[int, str]:
+        extra, built_s, log = pch.split_header_flags(compiler, flags, unit.host_header, step_runner, notes)
+        if built_s:
+            phases["split-pch"] = round(built_s, 3)
+        if not extra:
+            (directory / pch.SPLIT_HEADER).write_text(unit.host_header)
+            extra = ["-include", pch.SPLIT_HEADER]
+        argv = [*compiler, *flags, *extra, "-x", "c++", "-c", "host.cpp", "-o", "host.o"]
+        code, out, seconds = step_runner.run(argv, directory)
+        phases["split-host"] = round(seconds, 3)
+        if "-H" in extra:
+            out, used = pch.clean_header_tree(out)
+            if not used:
+                notes.append("the split host part's precompiled header was not used")
+        if code != 0:
+            step_runner.cancel()
+        return code, (f"{log}\n" if log else "") + f"{command_line(argv)}\n{out}"
+
+    if unit.templates:  # the host part first: what it launches is what the device part must instantiate
+        host_code, host_out = host_part()
+        if host_code:
+            raise UnitFailed(unit, host_out, host_out)
+        instances, why_not = _instances(unit, directory, runner)
+        if why_not:
+            raise UnitFailed(unit, why_not, host_out)
+        (directory / unit.filename).write_text(unit.text + instances)
+        # the instances' host stubs linkable from the host part (weak; this extension has one device program)
+        dev_code, dev_out = device(("-static-global-template-stub=false",))
+    else:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            device_run, host_run = pool.submit(device), pool.submit(host_part)
+            (dev_code, dev_out), (host_code, host_out) = device_run.result(), host_run.result()
+    log = f"{dev_out}\n{host_out}"
+    for code, out in ((dev_code, dev_out), (host_code, host_out)):
+        if code != 0 and code != -9:
+            raise UnitFailed(unit, out, log)
+    if dev_code or host_code:
+        raise UnitFailed(unit, CANCELLED, log)
+    argv = [*toolchain.cxx(), "-r", "-nostdlib", "device.o", "host.o", "-o", "cuda.o"]
+    code, out, seconds = runner.run(argv, directory)
+    phases["split-join"] = round(seconds, 3)
+    log += f"\n{command_line(argv)}\n{out}"
+    if code != 0:
+        raise UnitFailed(unit, out, log)
+    # a kernel the host part calls and the device part does not define (a stub the device part keeps to itself)
+    # would fail at the link or the import, after this unit was taken: found here, it gives way to the next variant
+    undefined = _undefined(directory / "cuda.o", directory, runner)
+    if isinstance(undefined, str):
+        raise UnitFailed(unit, undefined, log)
+    missing = [n for n in undefined if any(re.match(rf"(void )?{re.escape(k)}($|[<(])", n) for k in unit.kernels)]
+    if missing:
+        raise UnitFailed(unit, f"the host part calls a kernel the device part does not define: {missing[0]}", log)
+    return CompiledObject(directory / "cuda.o", log, time.perf_counter() - start, False, None, 0.0, notes, phases)
+
+
+_NOT_NAMEABLE = re.compile(r"c10::|at::|torch::|\(anonymous namespace\)|\{lambda|\{unnamed")
+
+
+def _undefined(obj: Path, directory: Path, runner: Runner) -> list[str] | str:
+    """The demangled names of the symbols `obj` uses and does not define; the reason when nm cannot tell."""
+    argv = ["nm", "-u", "-C", obj.name]
+    code, out, _ = runner.run(argv, directory)
+    if code != 0:
+        return f"{command_line(argv)}\n{out}"
+    return [line.strip()[2:] for line in out.splitlines() if line.strip().startswith("U ")]
+
+
+def _instances(unit: Unit, directory: Path, runner: Runner) -> tuple[str, str | None]:
+    """(text, None): the explicit instantiations, appended to the device part, of the kernel templates the compiled
+    host part launches (`template __global__ void k<float>(float const*, int);`); ("", why) when there are none to
+    give (an instance of a type the torch-free part cannot name: c10::Half)."""
+    undefined = _undefined(directory / "host.o", directory, runner)
+    if isinstance(undefined, str):
+        return "", undefined
+    wanted = [n for n in undefined if any(n.startswith(f"void {k}<") for k in unit.templates)]
+    unnameable = [n for n in wanted if _NOT_NAMEABLE.search(n)]
+    if unnameable:
+        return "", ("the host part launches a kernel instance the device part cannot name without torch: "
+                    + unnameable[0])
+    return ("\n// the instances the host part launches (kernelskill cuda_build, split)\n"
+            + "".join(f"template __global__ {n};\n" for n in wanted)), None
+
+
 # -------------------------------------------------------------------------------------------------------------- unit
 def compile_unit(unit: Unit, directory: Path, *, runner: Runner | None = None, pch_flags: list[str] | None = None,
                  parallel_nvcc: bool = True) -> CompiledObject:
@@ -151,12 +255,17 @@ def compile_unit(unit: Unit, directory: Path, *, runner: Runner | None = None, p
     runner = runner or Runner()
     directory.mkdir(parents=True, exist_ok=True)
     (directory / unit.filename).write_text(unit.text)
+    if unit.host_text:
+        return _compile_split(unit, directory, runner, parallel_nvcc)
     out_name = "main.o" if unit.kind == "cpp" else "cuda.o"
     notes: list[str] = []
     phases: dict[str, float] = {}
     pch_seconds, pch_log, extra = 0.0, "", []
     if unit.pch and pch_flags is not None:
-        extra, pch_seconds, pch_log = pch.header_flags(pch_flags, runner, notes)
+        extra, pch_seconds, pch_log = pch.header_flags(pch_flags, runner, notes, bindings=unit.variant == "bindings")
+        if not extra and unit.variant == "bindings":  # the header's text instead of its precompiled form
+            (directory / pch.BINDINGS).write_text(BINDINGS_HEADER)
+            extra = ["-include", pch.BINDINGS]
         if pch_log and runner.cancelled():  # another unit failed while this one built the header
             raise UnitFailed(unit, CANCELLED, pch_log)
     if unit.kind == "cuda" and parallel_nvcc and os.path.basename(unit.argv[0]) == "nvcc":  # not through ccache
@@ -174,7 +283,7 @@ def compile_unit(unit: Unit, directory: Path, *, runner: Runner | None = None, p
         argv = [*unit.argv, *extra, "-c", unit.filename, "-o", out_name]
         code, out, seconds = runner.run(argv, directory)
     pch_used = None
-    if unit.kind == "cpp" and extra:
+    if unit.kind == "cpp" and "-H" in extra:
         out, pch_used = pch.clean_header_tree(out)
         if not pch_used:
             reason = next((line for line in out.splitlines() if "Winvalid-pch" in line), "no reason given")

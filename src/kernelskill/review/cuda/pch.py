@@ -1,5 +1,7 @@
-"""The precompiled `<torch/extension.h>`: built once per flag set (about 30 s, 700 MB), then every C++ unit with the
-same flags is compiled against it in a few seconds.
+"""The precompiled headers: `<torch/extension.h>`, built once per flag set (about 30 s, 700 MB), then every C++ unit
+with the same flags is compiled against it in a few seconds; the bindings' headers (plan.BINDINGS_HEADER) for a C++
+unit that only declares functions; and the split host parts' headers (plan.SPLIT_HOST_HEADERS), each built with the
+exact host flags nvcc would use for the candidate's CUDA flags.
 
 `prepare_pch` builds it ahead of time (optimize and bench start it in the background); a build that finds it missing
 builds it itself when no other process is doing so, and otherwise compiles without it rather than wait. gcc's `-H`
@@ -17,11 +19,12 @@ from pathlib import Path
 
 from kernelskill.review.cuda import CudaCompileError, cache, toolchain
 from kernelskill.review.cuda.cache import flock, touch
-from kernelskill.review.cuda.plan import plan_build
+from kernelskill.review.cuda.plan import BINDINGS_HEADER, SPLIT_HOST_HEADERS, plan_build
 from kernelskill.review.cuda.toolchain import Runner, command_line
 from kernelskill.review.logs import compiler_errors, trim_log
 
 PCH_HEADER = "ks_torch_extension.h"
+BINDINGS = "ks_bindings.h"
 _HEADER_TREE = re.compile(r"^(\.+|!|x) \S")
 
 
@@ -72,72 +75,128 @@ def pch_dir(pch_flags: list[str]) -> Path:
     return cache.build_dir() / "pch" / toolchain.digest("pch", toolchain.fingerprint(False), pch_flags)[:24]
 
 
-def _ready(directory: Path) -> bool:
-    return (directory / "pch.json").is_file() and (directory / f"{PCH_HEADER}.gch").is_file()
+def _ready(directory: Path, header: str = PCH_HEADER) -> bool:
+    return (directory / "pch.json").is_file() and (directory / f"{header}.gch").is_file()
 
 
-def _build(directory: Path, pch_flags: list[str], runner: Runner) -> tuple[bool, float, str]:
-    """Compile <torch/extension.h> once for these flags. Caller holds the PCH lock. Returns (ok, seconds, log)."""
+def _build(directory: Path, pch_flags: list[str], runner: Runner, header: str = PCH_HEADER,
+           text: str = "#include <torch/extension.h>\n", compiler: list[str] | None = None) -> tuple[bool, float, str]:
+    """Compile `text` as `header` once for these flags. Caller holds the PCH lock. Returns (ok, seconds, log)."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / PCH_HEADER).write_text("#include <torch/extension.h>\n")
-    tmp = f"{PCH_HEADER}.gch.{os.getpid()}.tmp"
-    argv = [*toolchain.cxx(), *pch_flags, "-x", "c++-header", PCH_HEADER, "-o", tmp]
+    (directory / header).write_text(text)
+    tmp = f"{header}.gch.{os.getpid()}.tmp"
+    argv = [*(compiler or toolchain.cxx()), *pch_flags, "-x", "c++-header", header, "-o", tmp]
     code, out, seconds = runner.run(argv, directory)
     log = f"{command_line(argv)}\n{out}"
     if code != 0:
         with contextlib.suppress(FileNotFoundError):
             (directory / tmp).unlink()
         return False, seconds, log
-    os.replace(directory / tmp, directory / f"{PCH_HEADER}.gch")
+    os.replace(directory / tmp, directory / f"{header}.gch")
     (directory / "pch.json").write_text(json.dumps({"argv": argv, "seconds": round(seconds, 2)}))
     return True, seconds, log
 
 
 def prepare_pch(extra_cflags: list[str] | None = None, extra_include_paths: list[str] | None = None,
-                with_cuda: bool | None = None) -> float:
-    """Build the precompiled header that later builds with these flags will use; waits if another process is
-    building it. Returns the seconds spent building (0.0 when it was already there). Call it in the background at
-    the start of a run, once per flag set in use (most candidates pass no extra_cflags, some pass ["-O3"])."""
+                with_cuda: bool | None = None, arch: str | None = None) -> float:
+    """Build the precompiled headers that later builds with these flags will use: <torch/extension.h>, the bindings
+    header and, with CUDA and a known `arch`, the split host parts' headers; waits where another process is
+    building one. Returns the seconds spent building (0.0 when all were there). Call it in the background at the
+    start of a run, once per flag set in use (most candidates pass no extra_cflags, some pass ["-O3"]). Only a
+    failure of the first is raised: builds go without the others (a note says so), only slower."""
     import torch
 
     if with_cuda is None:
         with_cuda = torch.version.cuda is not None and toolchain.cuda_home() is not None
-    plan = plan_build("prepare_pch", "", None, None, extra_cflags, with_cuda=with_cuda,
-                      extra_include_paths=extra_include_paths)
+    cuda = _PROBE_CUDA if with_cuda and arch and toolchain.cuda_home() else None
+    plan = plan_build("prepare_pch", "torch::Tensor f(torch::Tensor x);", cuda, ["f"], extra_cflags,
+                      with_cuda=with_cuda, extra_include_paths=extra_include_paths, arch=arch)
     flags = header_flags_for(plan.pch_flags)
     directory = pch_dir(flags)
+    seconds = 0.0
     if _ready(directory):
         touch(directory / "pch.json")
-        return 0.0
-    with flock(cache.pch_lock(directory.name)):
-        if _ready(directory):
-            return 0.0
-        ok, seconds, log = _build(directory, flags, Runner())
-        if not ok:
-            raise CudaCompileError("building the precompiled <torch/extension.h> failed:\n" + compiler_errors(log),
-                                   trim_log(log))
-        return seconds
+    else:
+        with flock(cache.pch_lock(directory.name)):
+            if not _ready(directory):
+                ok, seconds, log = _build(directory, flags, Runner())
+                if not ok:
+                    raise CudaCompileError("building the precompiled <torch/extension.h> failed:\n"
+                                           + compiler_errors(log), trim_log(log))
+    notes: list[str] = []
+    seconds += header_flags(plan.pch_flags, Runner(), notes, bindings=True, wait=True)[1]
+    split = next((u for u in plan.cuda if u.host_text), None)  # every split variant has the same host flags
+    host = toolchain.host_command(split.argv) if split else None
+    for header in SPLIT_HOST_HEADERS.values() if host else ():
+        seconds += split_header_flags(*host, header, Runner(), notes, wait=True)[1]
+    return seconds
 
 
-def header_flags(pch_flags: list[str], runner: Runner, notes: list[str]) -> tuple[list[str], float, str]:
-    """The flags that compile a C++ unit against the precompiled header for `pch_flags`, building the header first
-    when nobody else is building it; no flags (and a note why) when it is not ready. Returns (flags, seconds spent
-    building the header, its build log: empty when this call did not build it)."""
-    pch_flags = header_flags_for(pch_flags)
-    directory = pch_dir(pch_flags)
+# A CUDA source of the usual shape (a kernel, a torch wrapper that launches it), for the split headers' flags.
+_PROBE_CUDA = """__global__ void k(float* x) { x[0] = 1; }
+torch::Tensor f(torch::Tensor x) { k<<<1, 1>>>(x.data_ptr<float>()); return x; }
+"""
+
+
+def header_flags(pch_flags: list[str], runner: Runner, notes: list[str], bindings: bool = False,
+                 wait: bool = False) -> tuple[list[str], float, str]:
+    """The flags that compile a C++ unit against the precompiled header for `pch_flags` (<torch/extension.h>, or
+    BINDINGS_HEADER for the narrowed bindings unit), building the header first when nobody else is building it; no
+    flags (and a note why) when it is not ready (`wait`: waits for another process building it). Returns (flags, seconds spent building the header, its build log:
+    empty when this call did not build it)."""
+    pch_flags = header_flags_for(pch_flags)  # (the bindings' headers are a part of <torch/extension.h>)
+    if bindings:
+        header, text = BINDINGS, BINDINGS_HEADER
+        directory = cache.build_dir() / "pch" / ("bindings-" + toolchain.digest(
+            "bindings-pch", toolchain.fingerprint(False), pch_flags, BINDINGS_HEADER)[:24])
+    else:
+        header, text = PCH_HEADER, "#include <torch/extension.h>\n"
+        directory = pch_dir(pch_flags)
     seconds, log = 0.0, ""
-    if not _ready(directory):
-        with flock(cache.pch_lock(directory.name), blocking=False) as mine:
-            if mine and not _ready(directory):
-                ok, seconds, log = _build(directory, pch_flags, runner)
+    if not _ready(directory, header):
+        with flock(cache.pch_lock(directory.name), blocking=wait) as mine:
+            if mine and not _ready(directory, header):
+                ok, seconds, log = _build(directory, pch_flags, runner, header, text)
                 if not ok:  # the unit's own compile, next, shows the error if the headers are at fault
                     notes.append("building the precompiled header failed: compiled without it")
             elif not mine:
                 notes.append("the precompiled header was being built by another process: compiled without it")
-    if not _ready(directory):
+    if not _ready(directory, header):
         return [], seconds, log
     touch(directory / "pch.json")
-    return ["-Winvalid-pch", "-H", "-include", str(directory / PCH_HEADER)], seconds, log
+    return ["-Winvalid-pch", "-H", "-include", str(directory / header)], seconds, log
+
+
+SPLIT_HEADER = "ks_split_host.h"
+
+
+def split_dir(compiler: list[str], flags: list[str], header: str) -> Path:
+    return cache.build_dir() / "pch" / ("split-" + toolchain.digest("split-pch", toolchain.fingerprint(True), compiler,
+                                                                    flags, header)[:24])
+
+
+def split_header_flags(compiler: list[str], flags: list[str], header: str, runner: Runner, notes: list[str],
+                       wait: bool = False) -> tuple[list[str], float, str]:
+    """The flags that compile a split CUDA source's host part (`split.py`) against `header` (one of
+    plan.SPLIT_HOST_HEADERS) precompiled with exactly the host compiler's `flags` (gcc takes no header built with
+    other flags). Built here when nobody else is building it; waited for when `wait`, otherwise compiled without (a
+    note says so). Returns (flags, seconds spent building the header, its build log); no flags when the header is
+    not ready."""
+    directory = split_dir(compiler, flags, header)
+    seconds, log = 0.0, ""
+    if not _ready(directory, SPLIT_HEADER):
+        with flock(cache.pch_lock(directory.name), blocking=wait) as mine:
+            if mine and not _ready(directory, SPLIT_HEADER):
+                ok, seconds, log = _build(directory, flags, runner, SPLIT_HEADER, header, compiler)
+                if not ok:
+                    notes.append("building the split host part's precompiled header failed: compiled without it")
+            elif not mine:
+                notes.append("the split host part's precompiled header was being built by another process: "
+                             "compiled without it")
+    if not _ready(directory, SPLIT_HEADER):
+        return [], seconds, log  # the caller includes the header's text instead
+    touch(directory / "pch.json")
+    return ["-Winvalid-pch", "-H", "-include", str(directory / SPLIT_HEADER)], seconds, log
 
 
 def clean_header_tree(out: str) -> tuple[str, bool | None]:

@@ -1,11 +1,14 @@
 """What a build will do, computed without compiling anything: the translation units, their flags, their cache keys,
 the link line and the module name.
 
-The C++ unit is torch's: `<torch/extension.h>`, cpp_sources and the pybind11 bindings torch would generate. The CUDA
-unit comes in variants, fastest first (`cuda_variants`): a source that does not mention torch gets no torch headers;
-one that uses torch only for the usual host wrapper gets ATen's core headers; a `#include <torch/extension.h>` in it
-is narrowed to the `<torch/types.h>` torch prepends anyway. The last variant is always exactly what torch compiles,
-and `build` falls back along the list when a narrowed unit misses a declaration.
+The C++ unit is torch's: `<torch/extension.h>`, cpp_sources and the pybind11 bindings torch would generate; a
+cpp_sources that only declares functions of plain types is tried first against the bindings' headers alone. The CUDA
+unit comes in variants, fastest first: a source that split.py can cut is compiled in two parts (its kernels by nvcc
+without torch, its host code by the host compiler against a precompiled header: the core prelude, then what torch's
+unit includes, or with <torch/extension.h> for a source that needs it); then (`cuda_variants`) a source that does not
+mention torch gets no torch headers; one that uses torch only for the usual host wrapper gets ATen's core headers; a
+`#include <torch/extension.h>` in it is narrowed to the `<torch/types.h>` torch prepends anyway. The last variant is
+always exactly what torch compiles, and `build` falls back along the list when a variant fails.
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kernelskill.review.cuda import toolchain
+from kernelskill.review.cuda import split, toolchain
 from kernelskill.review.cuda.toolchain import digest
 
 
@@ -92,6 +95,80 @@ _CORE_PRELUDE = "\n".join([
 # where torch's own factories (variable_factories.h) make a tensor that requires grad. Otherwise the prelude's names
 # mean what torch's do, and what it lacks (an operator, a function) fails to compile rather than change meaning.
 _OTHER_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/(?!extension\.h)|requires_grad", re.MULTILINE)
+
+
+SPLIT_VERSION = "split-3"  # in the split units' keys: a change to how sources are cut builds them again
+_SPLIT_DEVICE_LINE = "// the device part of the CUDA source, without torch (kernelskill cuda_build, split)"
+_SPLIT_HOST_LINE = "// the host part of the CUDA source, against a precompiled split header (kernelskill cuda_build)"
+SPLIT_HOST_HEADERS = {
+    # the core prelude (its names mean what torch's do, see above), without its #line
+    # and AT_DISPATCH_*, which a launcher of a kernel template most often uses
+    "split": "\n".join([split.NVCC_HOST_HELPERS, *_CORE_PRELUDE.split("\n")[:-1], "#include <ATen/Dispatch.h>",
+                        split.PUSH_CONFIGURATION, ""]),
+    # what torch's unit includes: for a host part that needs more than the core (a tensor operator, a function)
+    "split-types": "\n".join([split.NVCC_HOST_HELPERS, "// what torch's CUDA unit includes (kernelskill cuda_build, split)",
+                              *_TORCH_PREFIX, split.PUSH_CONFIGURATION, ""]),
+    # and <torch/extension.h>, for a source that needs it (its own PYBIND11_MODULE, say): the include is the source's
+    "split-extension": "\n".join([split.NVCC_HOST_HELPERS,
+                                  "// what torch's CUDA unit includes, and <torch/extension.h> (kernelskill cuda_build)",
+                                  _TORCH_PREFIX[0], "#include <torch/extension.h>", *_TORCH_PREFIX[1:],
+                                  split.PUSH_CONFIGURATION, ""]),
+}
+"""What a split source's host part is compiled against, per variant (each precompiled once per flag set): first what
+nvcc's implicit headers give host code (split.NVCC_HOST_HELPERS), last nvcc's declaration of the launch entry point
+the rewritten launches call."""
+
+
+# The C++ unit of most candidates is one declaration a function plus the bindings load_inline writes, yet it compiles
+# against all of <torch/extension.h> (the C++ frontend: 8-9 s on the H200 even precompiled, gcc instantiating the
+# headers' templates again in every unit). When cpp_sources only declares functions whose parameters and results are
+# tensors, plain numbers and vectors or tuples of those, the bindings compile against the headers that define how
+# pybind11 converts exactly those types (`BINDINGS_HEADER`: torch's type caster for tensors, pybind11's STL casters;
+# <torch/extension.h> reaches the same ones through torch/python.h), precompiled once. Anything else in cpp_sources
+# keeps torch's unit.
+BINDINGS_HEADER = "\n".join([
+    "// the bindings' headers (kernelskill cuda_build): torch's tensor caster, pybind11 with its STL casters",
+    "#include <torch/csrc/utils/pybind.h>",
+    "#include <pybind11/stl.h>",
+    "#include <torch/csrc/Exceptions.h>",
+    "namespace torch {",
+    "using namespace at;  // NOLINT",
+    "}  // namespace torch",
+    "",
+])
+_ELEMENT = r"(?:(?:torch|at)::Tensor|int|int64_t|int32_t|long|long\s+long|unsigned|unsigned\s+int|size_t|float|double|bool)"
+_VALUE = rf"(?:{_ELEMENT}|std::vector\s*<\s*{_ELEMENT}\s*>)"
+_PARAMETER = rf"(?:const\s+)?{_VALUE}(?:\s+const)?\s*&?\s*(?:[A-Za-z_]\w*)?"
+_RESULT = rf"(?:void|{_VALUE}|std::tuple\s*<\s*{_VALUE}(?:\s*,\s*{_VALUE})*\s*>)"
+_DECLARATION = re.compile(rf"\s*{_RESULT}\s+[A-Za-z_]\w*\s*\(\s*(?:{_PARAMETER}(?:\s*,\s*{_PARAMETER})*)?\s*\)\s*;")
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def declarations_only(cpp_sources) -> bool:
+    """Whether cpp_sources (the include of <torch/extension.h> aside) only declares functions of the types above."""
+    text = _EXTENSION_INCLUDE.sub("", _COMMENTS.sub(" ", _normalize(_join(cpp_sources))))
+    pos, found = 0, False
+    while pos < len(text):
+        m = _DECLARATION.match(text, pos)
+        if m is None:
+            return not text[pos:].strip() and found
+        pos, found = m.end(), True
+    return found
+
+
+def split_units(cuda_sources) -> tuple[str, str, tuple[str, ...], tuple[str, ...]] | None:
+    """(device text, host text, kernels, templated kernels) of the split variants, or None when the source is not
+    cut (`split.split`)."""
+    body = _normalize(_join(cuda_sources))
+    if not _USES_TORCH.search(body):
+        return None
+    parts = split.split(body)
+    if parts is None:
+        return None
+    # three lines before the source, as torch's unit has: the candidate's lines keep their numbers in both parts
+    return ("\n".join([_SPLIT_DEVICE_LINE, *_TORCH_PREFIX[1:], parts.device]),
+            "\n".join([_SPLIT_HOST_LINE, *_TORCH_PREFIX[1:], parts.host]), tuple(parts.kernels),
+            tuple(parts.templates))
 
 
 def _normalize(text: str) -> str:
@@ -203,7 +280,7 @@ class Unit:
     """One translation unit: its text, the compiler command without input/output, and the key of its object."""
 
     kind: str  # "cpp" or "cuda"
-    variant: str  # "exact", "torch-free", "core", "types.h"
+    variant: str  # "exact", "torch-free", "core", "types.h", "split", "split-types", "split-extension"
     filename: str
     text: str
     argv: list[str]
@@ -214,6 +291,13 @@ class Unit:
     # compiled with TORCH_EXTENSION_NAME=NAME_PLACEHOLDER: its object is the same for every module name, and
     # `build` writes the module's name over the placeholder's bytes before it links (see `NAME_PLACEHOLDER`)
     placeholder: bool = False
+    # the split variants' host part (`split.py`): the host compiler compiles it against `host_header` (one of
+    # SPLIT_HOST_HEADERS, precompiled), with the host flags nvcc would give it for `argv`; `text` is then the device
+    # part, for nvcc
+    host_text: str = ""
+    host_header: str = ""
+    kernels: tuple[str, ...] = ()  # the split source's kernels, and those of them that are templates (the device
+    templates: tuple[str, ...] = ()  # part instantiates what the compiled host part launches)
 
 
 @dataclass
@@ -223,11 +307,12 @@ class BuildPlan:
     name: str
     module_name: str
     key: str
-    cpp: Unit
+    cpp: Unit  # what torch compiles
     cuda: list[Unit]  # attempts, fastest first; empty without CUDA sources
     link_flags: list[str]
     pch_flags: list[str]  # the C++ unit's flags, without the module name: what the precompiled header must match
     with_cuda: bool
+    cpp_units: list[Unit] = field(default_factory=list)  # attempts for the C++ unit, fastest first; ends with `cpp`
 
 
 def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None, extra_cuda_cflags=None,
@@ -287,10 +372,39 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
                      *(["without-pch"] if no_implicit_headers else []))
     cpp = Unit("cpp", "exact", "main.cpp", cpp_text, [*toolchain.cxx(), cpp_define, *pch_flags], cpp_key,
                pch=not no_implicit_headers, placeholder=cpp_patched)
+    cpp_units = [cpp]
+    if not no_implicit_headers and functions is not None and declarations_only(cpp_sources):
+        text = _normalize(_EXTENSION_INCLUDE.sub("", _join(cpp_sources))) + _bindings(functions,
+                                                                                       with_pytorch_error_handling)
+        text = "// bindings against the precompiled BINDINGS_HEADER (kernelskill cuda_build)\n" + text
+        narrow_define, narrow_patched = define("cpp", text)
+        cpp_units.insert(0, Unit("cpp", "bindings", "main.cpp", text, [*toolchain.cxx(), narrow_define, *pch_flags],
+                                 digest("cpp", "bindings", toolchain.fingerprint(False), text, BINDINGS_HEADER,
+                                        pch_flags, narrow_define, headers),
+                                 pch=True, placeholder=narrow_patched))
 
     cuda: list[Unit] = []
     if has_cuda:
         fingerprint = toolchain.fingerprint(True)
+        parts = None if no_implicit_headers else split_units(cuda_sources)
+        if parts is not None:
+            # the device part as a CUDA unit, the host part as a C++ one (its own PYBIND11_MODULE may use the name)
+            patched = name_placeholder and _placeholder_fits("cuda", parts[0]) and _placeholder_fits("cpp", parts[1])
+            split_define = f"-DTORCH_EXTENSION_NAME={NAME_PLACEHOLDER if patched else module_name}"
+            argv = [*nvcc, split_define, *nvcc_flags]
+            # the core prelude's host part only where the core variant would be tried (see _OTHER_TORCH_INCLUDE),
+            # <torch/extension.h> only where the source needs it
+            # (which the source includes itself: a source that uses it without has torch's compile fail, and so ours)
+            needs_extension = _NEEDS_EXTENSION_H.search(_join(cuda_sources))
+            offered = ((["split-extension"] if _EXTENSION_INCLUDE.search(_join(cuda_sources)) else [])
+                       if needs_extension else ["split"] * any(v == "core" for v, _ in variants) + ["split-types"])
+            for variant in offered:
+                header = SPLIT_HOST_HEADERS[variant]
+                cuda.append(Unit("cuda", variant, "cuda.cu", parts[0], argv,
+                                 digest("cuda", SPLIT_VERSION, fingerprint, parts[0], parts[1], header, argv,
+                                        headers, toolchain.cxx()),
+                                 placeholder=patched, host_text=parts[1], host_header=header,
+                                 kernels=parts[2], templates=parts[3]))
         for variant, text in variants:
             cuda_define, cuda_patched = define("cuda", text)
             argv = [*nvcc, cuda_define, *nvcc_flags]
@@ -298,4 +412,4 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
                              placeholder=cuda_patched))
     # the library's key: everything in it (as its module name), not how its objects were named
     key = digest("so", extension, *(["without-pch"] if no_implicit_headers else []))
-    return BuildPlan(name, module_name, key, cpp, cuda, link, pch_flags, with_cuda)
+    return BuildPlan(name, module_name, key, cpp, cuda, link, pch_flags, with_cuda, cpp_units)

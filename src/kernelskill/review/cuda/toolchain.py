@@ -226,3 +226,58 @@ class Runner:
 def command_line(argv: list[str]) -> str:
     """A command as the build log shows it."""
     return "$ " + " ".join(shlex.quote(a) for a in argv)
+
+
+# ------------------------------------------------------------------------------------ the host compiler nvcc runs
+def expand(token: str, env: dict) -> str:
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), ""), token)
+
+
+@cache
+def _host_command(argv: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kernelskill-dryrun-") as cwd:
+        found = _dry_host_command(list(argv), Path(cwd))
+    return None if found is None else (tuple(found[0]), tuple(found[1]))
+
+
+def host_command(argv: list[str]) -> tuple[list[str], list[str]] | None:
+    """The host compiler and its flags as nvcc runs them for a C++ file compiled with the nvcc flags in `argv`
+    (`-x c++`: the host side of every flag, -O, -Xcompiler, -D and the include folders alike), without the input and
+    output; None when nvcc's dry run has a shape this does not know. Asked of nvcc once per process and flag set."""
+    found = _host_command(tuple(argv))
+    return None if found is None else (list(found[0]), list(found[1]))
+
+
+def _dry_host_command(argv: list[str], cwd: Path) -> tuple[list[str], list[str]] | None:
+    dry = subprocess.run([*argv, "-x", "c++", "-c", "host.cpp", "-o", "host.o", "--dryrun"], cwd=cwd,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    if dry.returncode != 0:
+        return None
+    env, commands = dict(os.environ), []
+    for line in dry.stdout.splitlines():
+        body = line[3:].strip() if line.startswith("#$ ") else ""
+        assignment = re.match(r"([A-Za-z_]\w*)=(.*)$", body)
+        try:
+            if assignment:
+                env[assignment.group(1)] = " ".join(shlex.split(assignment.group(2)))
+            elif body:
+                commands.append([expand(t, env) for t in shlex.split(body)])
+        except ValueError:
+            return None
+    if len(commands) != 1:
+        return None
+    tokens, flags, i = commands[0], [], 1
+    io = {("-x", "c++"), ("-o", "host.o")}
+    while i < len(tokens):
+        if i + 1 < len(tokens) and (tokens[i], tokens[i + 1]) in io:
+            io.discard((tokens[i], tokens[i + 1]))
+            i += 2
+            continue
+        if tokens[i] not in ("-c", "host.cpp"):
+            flags.append(tokens[i])
+        i += 1
+    if io or tokens.count("host.cpp") != 1 or "-c" not in tokens:
+        return None
+    return [tokens[0]], flags

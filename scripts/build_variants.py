@@ -6,9 +6,9 @@ Every kernel of the corpus that calls `load_inline`, and the single-kernel fixtu
 fresh Python process with kernelskill's stand-in in "check" mode (`review.cuda.inline`: compile both units, link
 nothing), so it runs on a CPU machine with nvcc. A kernel whose module builds nothing when it runs gets its
 `ModelNew(*get_init_inputs())` constructed on the meta device, as a prebuild does; one that calls `load_inline` only
-in `forward` (on a GPU) has the call's arguments read from its source, where they are module-level strings. Per build it records the CUDA unit's
-variant ("split": device and host parts compiled apart; "core", "types.h": fewer of torch's headers; "exact": as torch
-compiles it), the builder's notes (why a variant fell back) and the seconds. All builds share one cache
+in `forward` (on a GPU) has the call's arguments read from its source, where they are strings assigned to names. Per
+build it records the CUDA unit's variant ("split", "split-types", "split-extension": device and host parts compiled
+apart; "core", "types.h": fewer of torch's headers; "torch-free"; "exact": as torch compiles it), the builder's notes (why a variant fell back) and the seconds. All builds share one cache
 ($KERNELSKILL_CACHE, default a fresh folder), so the precompiled headers are built once.
 
 Prints the count per variant, then every kernel that fell back from "split" or failed, with the first error line.
@@ -52,11 +52,11 @@ except CudaCompileError as exc:
 except BaseException as exc:  # the kernel's own Python, not the builder: recorded, not a build failure
     out["python_error"] = f"{type(exc).__name__}: {exc}"[:300]
 # a load_inline the module calls only in forward (on a GPU): its arguments read from the source, where they are
-# module-level strings
+# strings assigned to names
 import ast
 tree = ast.parse(open(spec["kernel"]).read())
 strings = {}
-for node in tree.body:
+for node in ast.walk(tree):  # module-level strings first, then those of functions (a name reused: the last)
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
         try:
             strings[node.targets[0].id] = ast.literal_eval(node.value)

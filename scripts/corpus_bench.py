@@ -118,6 +118,13 @@ def table(run: Path, wall: float) -> dict:
     o = results["overall"]
     print(f"overall: success (kernelbench) {o.get('success_kernelbench')}, strict {o.get('success_strict')}, "
           f"mean speedup {o.get('speedup_mean')}, this chunk {wall:.0f} s, {reviews} reviews in the run")
+    stages = Counter()
+    for t in results["tasks"]:
+        stages.update(t.get("stage_seconds") or {})
+    busy = sum(stages[k] for k in ("verify", "time", "profile"))
+    print(f"stages over the run's reviews: verify+time+profile {busy:.0f} s (the GPU's share of {wall:.0f} s of this "
+          f"chunk: {busy / wall:.0%} where the run is this chunk alone), gpu_wait {stages['gpu_wait']:.0f} s, prebuild "
+          f"{stages['prebuild']:.0f} s, review_wall {stages['review_wall']:.0f} s")
     compiled = compile_baseline(run)
     if compiled:
         print(f"compile baseline: {compiled['tasks']} tasks timed beside torch.compile, median speedup vs compile "
@@ -125,6 +132,7 @@ def table(run: Path, wall: float) -> dict:
               f"{compiled['median_first_call_s']:.1f} s, {compiled['graphs_loaded']} graphs loaded from the warmed "
               f"cache, {compiled['graphs_compiled']} compiled")
     return {"levels": {k: dict(v) for k, v in rows.items()}, "wall_s": wall, "reviews": reviews,
+            "stages": {k: round(v, 1) for k, v in stages.items()},
             "compile_baseline": compiled}
 
 

@@ -127,8 +127,10 @@ def prepare_pch(extra_cflags: list[str] | None = None, extra_include_paths: list
     seconds += header_flags(plan.pch_flags, Runner(), notes, bindings=True, wait=True)[1]
     split = next((u for u in plan.cuda if u.host_text), None)  # every split variant has the same host flags
     host = toolchain.host_command(split.argv) if split else None
-    for header in SPLIT_HOST_HEADERS.values() if host else ():
-        seconds += split_header_flags(*host, header, Runner(), notes, wait=True)[1]
+    if host is not None:
+        compiler, flags = host
+        for header in SPLIT_HOST_HEADERS.values():
+            seconds += split_header_flags(compiler, flags, header, Runner(), notes, wait=True)[1]
     return seconds
 
 

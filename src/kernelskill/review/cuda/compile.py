@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review.cuda import pch, toolchain
-from kernelskill.review.cuda.plan import BINDINGS_HEADER, Unit
+from kernelskill.review.cuda.plan import BINDINGS_HEADER, SPLIT_DEVICE_INCLUDES, Unit
 from kernelskill.review.cuda.toolchain import CANCELLED, Runner, command_line, expand, host_command
 
 _DIAGNOSTIC = re.compile(r"\(\d+\): (error|catastrophic)|:\d+:(\d+:)? (fatal )?error|: error:|error: ")
@@ -154,7 +154,8 @@ def _compile_split(unit: Unit, directory: Path, runner: Runner, parallel_nvcc: b
     step_runner = Runner(runner)
 
     def device(extra: tuple[str, ...] = ()) -> tuple[int, str]:
-        argv = [*unit.argv, *extra, "-c", unit.filename, "-o", "device.o"]
+        includes = [a for name in SPLIT_DEVICE_INCLUDES for a in ("-include", name)]
+        argv = [*unit.argv, *includes, *extra, "-c", unit.filename, "-o", "device.o"]
         phased = nvcc_phases(argv, directory, f"_{unit.key[:8]}_7_cuda_cu_{unit.key[8:16]}", step_runner, phases) \
             if parallel_nvcc else None
         if phased is None:

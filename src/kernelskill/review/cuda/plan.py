@@ -97,7 +97,7 @@ _CORE_PRELUDE = "\n".join([
 _OTHER_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/(?!extension\.h)|requires_grad", re.MULTILINE)
 
 
-SPLIT_VERSION = "split-3"  # in the split units' keys: a change to how sources are cut builds them again
+SPLIT_VERSION = "split-4"  # in the split units' keys: a change to how sources are cut builds them again
 _SPLIT_DEVICE_LINE = "// the device part of the CUDA source, without torch (kernelskill cuda_build, split)"
 _SPLIT_HOST_LINE = "// the host part of the CUDA source, against a precompiled split header (kernelskill cuda_build)"
 SPLIT_HOST_HEADERS = {
@@ -117,6 +117,9 @@ SPLIT_HOST_HEADERS = {
 """What a split source's host part is compiled against, per variant (each precompiled once per flag set): first what
 nvcc's implicit headers give host code (split.NVCC_HOST_HELPERS), last nvcc's declaration of the launch entry point
 the rewritten launches call."""
+# The device part is compiled with what torch's headers bring into every unit of the standard C library's limits and
+# math (a kernel's FLT_MAX, INT_MAX, uint8_t, expf), forced in by nvcc, so the source's lines keep their numbers
+SPLIT_DEVICE_INCLUDES = ("cfloat", "climits", "cstdint", "cmath")
 
 
 # The C++ unit of most candidates is one declaration a function plus the bindings load_inline writes, yet it compiles
@@ -402,6 +405,7 @@ def plan_build(name: str, cpp_sources, cuda_sources=None, functions=None, extra_
                 header = SPLIT_HOST_HEADERS[variant]
                 cuda.append(Unit("cuda", variant, "cuda.cu", parts[0], argv,
                                  digest("cuda", SPLIT_VERSION, fingerprint, parts[0], parts[1], header, argv,
+                                        SPLIT_DEVICE_INCLUDES,
                                         headers, toolchain.cxx()),
                                  placeholder=patched, host_text=parts[1], host_header=header,
                                  kernels=parts[2], templates=parts[3]))

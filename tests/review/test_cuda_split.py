@@ -96,6 +96,37 @@ def test_a_source_with_its_own_bindings_has_its_host_part_compiled_against_torch
     assert [u.variant for u in plan.cuda] == ["exact"]
 
 
+SYMBOLS = KERNEL.replace("#define BLOCK 256\n", """#define BLOCK 256
+__constant__ float bias[4] = {0, 0, 0, 0};
+__device__ unsigned int calls;
+__constant__ float unused[2], also_unused[2];
+""").replace("fminf(x[i] * s, FLT_MAX)", "fminf(x[i] * s + bias[i % 4], FLT_MAX); if (i == 0) atomicAdd(&calls, 1u)"
+).replace("    return y;\n", """    float host_bias[4] = {1, 2, 3, 4};
+    cudaMemcpyToSymbol(bias, host_bias, sizeof(bias));
+    unsigned int zero = 0;
+    cudaMemcpyToSymbol(calls, &zero, sizeof(zero));
+    cudaFuncSetAttribute(scale_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 0);
+    return y;
+""")
+
+
+def test_device_variables_the_host_part_names_reach_it_through_the_device_parts_object():
+    """cudaMemcpyToSymbol(bias, ...) in host code takes the address of nvcc's host shadow of `bias`, which only the
+    device part's object has (a local symbol): the device part hands it out, the host part binds a reference of the
+    variable's own type and name to it, on the declaration's line."""
+    parts = split(SYMBOLS)
+    assert parts is not None, why_not(SYMBOLS)
+    assert parts.device.count("\n") == parts.host.count("\n") == SYMBOLS.count("\n")
+    device, host = parts.device.splitlines(), parts.host.splitlines()
+    assert device[3] == ("__constant__ float bias[4] = {0, 0, 0, 0}; "
+                         "void* kernelskill_symbol_bias() { return (void*)&bias; }")
+    assert host[3] == ("namespace kernelskill_symbols { extern float bias [ 4 ]; } void* kernelskill_symbol_bias(); "
+                       "static decltype(kernelskill_symbols::bias)& bias = "
+                       "*static_cast<decltype(kernelskill_symbols::bias)*>(kernelskill_symbol_bias());")
+    assert "extern unsigned int calls;" in host[4] and "return (void*)&calls;" in device[4]
+    assert device[5] == "__constant__ float unused[2], also_unused[2];" and host[5] == ""  # not named by host code
+
+
 REFUSED = {
     "a conditional": ("#ifdef FAST\n#define N 4\n#endif\n", "preprocessor line"),
     "nvcc's macros": ("#define ON_GPU __CUDA_ARCH__\n", "nvcc's own macros"),
@@ -233,6 +264,35 @@ def test_kernelbenchs_example_kernel_compiles_split(monkeypatch, tmp_path):
                                arch="9.0", link=False, verbose=False)
     assert built.cuda_variant == "split", built.notes
     assert "cuda.split-host" in built.steps and "cuda.split-join" in built.steps  # the host part by g++, joined
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_device_variables_named_by_host_code_compile_split_and_leave_no_accessor_undefined(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNELSKILL_CACHE", os.environ.get("KERNELSKILL_CACHE") or str(tmp_path / "cache"))
+    unit = plan_build("symbols", "", SYMBOLS + f"// {uuid.uuid4().hex}\n", arch="9.0").cuda[0]
+    from kernelskill.review.cuda.compile import compile_unit
+
+    built = compile_unit(unit, tmp_path / "build")
+    assert unit.variant == "split" and "split-host" in built.phases
+    symbols = subprocess.run(["nm", "-C", str(built.path)], capture_output=True, text=True, check=True).stdout
+    assert "T kernelskill_symbol_bias()" in symbols and "T kernelskill_symbol_calls()" in symbols
+    assert not [ln for ln in symbols.splitlines() if ln.split()[0] == "U" and "kernelskill_symbol" in ln]
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_a_joined_object_missing_what_the_host_part_calls_gives_way(monkeypatch, tmp_path):
+    """The joined object is checked before it is taken: a host part that calls an accessor (or a kernel) the device
+    part does not define fails this unit, so the next variant builds, instead of failing the import later."""
+    monkeypatch.setenv("KERNELSKILL_CACHE", os.environ.get("KERNELSKILL_CACHE") or str(tmp_path / "cache"))
+    unit = plan_build("symbols", "", SYMBOLS + f"// {uuid.uuid4().hex}\n", arch="9.0").cuda[0]
+    unit.text = unit.text.replace("void* kernelskill_symbol_calls() { return (void*)&calls; }", "")
+    from kernelskill.review.cuda.compile import UnitFailed, compile_unit
+
+    with pytest.raises(UnitFailed) as failed:
+        compile_unit(unit, tmp_path / "build")
+    assert "does not define: kernelskill_symbol_calls()" in failed.value.output
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH")

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelskill.review.cuda import pch, toolchain
+from kernelskill.review.cuda import pch, split, toolchain
 from kernelskill.review.cuda.plan import BINDINGS_HEADER, SPLIT_DEVICE_INCLUDES, Unit
 from kernelskill.review.cuda.toolchain import CANCELLED, Runner, command_line, expand, host_command
 
@@ -214,9 +214,11 @@ def _compile_split(unit: Unit, directory: Path, runner: Runner, parallel_nvcc: b
     undefined = _undefined(directory / "cuda.o", directory, runner)
     if isinstance(undefined, str):
         raise UnitFailed(unit, undefined, log)
-    missing = [n for n in undefined if any(re.match(rf"(void )?{re.escape(k)}($|[<(])", n) for k in unit.kernels)]
+    missing = [n for n in undefined if any(re.match(rf"(void )?{re.escape(k)}($|[<(])", n) for k in unit.kernels)
+               or n.startswith(split.SYMBOL_ACCESSOR)]
     if missing:
-        raise UnitFailed(unit, f"the host part calls a kernel the device part does not define: {missing[0]}", log)
+        raise UnitFailed(unit, f"the host part calls a kernel or a variable's accessor the device part does not "
+                               f"define: {missing[0]}", log)
     return CompiledObject(directory / "cuda.o", log, time.perf_counter() - start, False, None, 0.0, notes, phases)
 
 

@@ -10,8 +10,10 @@ blocks, `static` or `extern` kernels (`extern "C"` ones are cut), variables that
 device code, and a `<<<` that is not a plain launch of one of the source's kernels all mean no split. A launch
 `k<<<config>>>(args)` in host code becomes the expression nvcc itself writes for it,
 `(__cudaPushCallConfiguration(config)) ? (void)0 : k(args)`, and the host part declares each kernel as nvcc's host
-code does (the kernel's host stub, in the device part's object, has that name). Types, constants, macros and
-includes go to both parts; each part keeps the source's line numbers (the other part's items become blank lines).
+code does (the kernel's host stub, in the device part's object, has that name). A `__constant__` or `__device__`
+variable that host code names (`cudaMemcpyToSymbol(coef, ...)`) reaches the host part as a reference to nvcc's host
+shadow of it, whose address an accessor in the device part returns. Types, constants, macros and includes go to both
+parts; each part keeps the source's line numbers (the other part's items become blank lines).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ _TOKEN = re.compile(r"""
   | (?P<punct><<<|>>>|::|->|.)
 """, re.S | re.X)
 _DIRECTIVE = re.compile(r"#(?:[^\n\\]|\\.|\\\n)*", re.S)  # to the end of the line, continuations included
+_SYMBOL_SPACE = {"__constant__", "__device__"}  # variables host code may name (cudaMemcpyToSymbol)
 _CUDA_SPACE = {"__global__", "__device__", "__constant__", "__shared__", "__managed__", "__grid_constant__"}
 _TYPE_HEADS = {"struct", "class", "union", "enum", "typedef", "using", "static_assert"}
 _NVCC_MACROS = re.compile(r"__CUDACC|__NVCC__|__CUDA_ARCH|__NVCOMPILER|__CUDA_API_VER")
@@ -39,6 +42,10 @@ _OK_DIRECTIVE = re.compile(r"#\s*(include|define|undef|pragma)\b")
 _EXTENSION_INCLUDE = re.compile(r"#\s*include\s*[<\"]torch/extension\.h[>\"]")
 # torch or pybind11 (a PYBIND11_MODULE in the CUDA source): host code
 USES_TORCH = re.compile(r"torch|\bat::|namespace\s+at\b|c10|ATen|TORCH_|\bAT_|\bC10_|pybind11|PYBIND11|\bpy::")
+
+SYMBOL_ACCESSOR = "kernelskill_symbol_"
+"""A device part's function that returns a variable's host shadow, for the host part (`cudaMemcpyToSymbol`)."""
+SYMBOL_NAMESPACE = "kernelskill_symbols"
 
 PUSH_CONFIGURATION = ("extern \"C\" unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim = 1, "
                       "size_t sharedMem = 0, CUstream_st *stream = 0);")
@@ -77,6 +84,37 @@ def _min_max() -> str:
 NVCC_HOST_HELPERS = _min_max()
 
 
+# cuda_runtime.h declares some of the runtime's C++ forms (a symbol by reference, a kernel by its own pointer type)
+# only for code nvcc compiles (`__CUDACC__`); the host part, compiled by the host compiler alone, gets those here: each
+# calls the C form with the address nvcc's host code would pass (the variable's host shadow, the kernel's stub). The
+# others (cudaLaunchKernel, most occupancy calls) it declares for every compiler.
+NVCC_HOST_TEMPLATES = "\n".join([
+    "// the runtime's C++ forms that nvcc's host code has (kernelskill cuda_build, split)",
+    "template <class T> inline cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t count, "
+    "size_t offset = 0, cudaMemcpyKind kind = cudaMemcpyHostToDevice) "
+    "{ return ::cudaMemcpyToSymbol((const void*)&symbol, src, count, offset, kind); }",
+    "template <class T> inline cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* src, size_t count, "
+    "size_t offset = 0, cudaMemcpyKind kind = cudaMemcpyHostToDevice, cudaStream_t stream = 0) "
+    "{ return ::cudaMemcpyToSymbolAsync((const void*)&symbol, src, count, offset, kind, stream); }",
+    "template <class T> inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t count, "
+    "size_t offset = 0, cudaMemcpyKind kind = cudaMemcpyDeviceToHost) "
+    "{ return ::cudaMemcpyFromSymbol(dst, (const void*)&symbol, count, offset, kind); }",
+    "template <class T> inline cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const T& symbol, size_t count, "
+    "size_t offset = 0, cudaMemcpyKind kind = cudaMemcpyDeviceToHost, cudaStream_t stream = 0) "
+    "{ return ::cudaMemcpyFromSymbolAsync(dst, (const void*)&symbol, count, offset, kind, stream); }",
+    "template <class T> inline cudaError_t cudaGetSymbolAddress(void** address, const T& symbol) "
+    "{ return ::cudaGetSymbolAddress(address, (const void*)&symbol); }",
+    "template <class T> inline cudaError_t cudaGetSymbolSize(size_t* size, const T& symbol) "
+    "{ return ::cudaGetSymbolSize(size, (const void*)&symbol); }",
+    "template <class T> inline cudaError_t cudaFuncSetCacheConfig(T* kernel, cudaFuncCache config) "
+    "{ return ::cudaFuncSetCacheConfig((const void*)kernel, config); }",
+    "template <class T> inline cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attribute, int value) "
+    "{ return ::cudaFuncSetAttribute((const void*)kernel, attribute, value); }",
+    "template <class T> inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, T* kernel) "
+    "{ return ::cudaFuncGetAttributes(attributes, (const void*)kernel); }",
+])
+
+
 @dataclass
 class _Token:
     kind: str
@@ -94,6 +132,8 @@ class _Item:
     kernel: str = ""  # a kernel's name (device items that define or declare a __global__ function)
     declaration: str = ""  # what the host part says of that kernel
     template: bool = False  # a kernel that is a template
+    variable: str = ""  # a __constant__ or __device__ variable's name (device items that declare one)
+    extern: str = ""  # its declaration without the memory space, static or initializer, for `extern`
 
 
 @dataclass
@@ -280,6 +320,8 @@ def _classify(item: _Item, text: str) -> None:
             end = head[-1].end if len(head) < len(item.tokens) else item.tokens[-1].start
             signature = text[item.start:end]
             item.declaration = _without_kernel_specifiers(signature).rstrip() + ";"
+        elif words & _SYMBOL_SPACE and not words & {"__shared__", "__managed__"} and item.tokens[0].text != "template":
+            item.variable, item.extern = _variable(item)
         return
     if _is_function_definition(item):
         item.side = "host"
@@ -301,6 +343,30 @@ def _classify(item: _Item, text: str) -> None:
         item.side = "both"  # a function's declaration
     else:
         raise _NoSplit(f"a top-level declaration this does not place: {body[:60]!r}")
+
+
+def _variable(item: _Item) -> tuple[str, str]:
+    """(name, declaration for `extern`) of a device item that declares one variable; ("", "") for a function, an
+    attributed declaration (`__align__(16)`) or several declarators."""
+    depth, name, stop = 0, None, None
+    for i, tok in enumerate(item.tokens):
+        if depth == 0 and (tok.text in ("=", ";") or (tok.text == "{" and name is not None)):
+            stop = i  # the initializer, a brace initializer or the end
+            break
+        if tok.kind == "punct" and tok.text in "([{":
+            if depth == 0 and tok.text in "({":
+                return "", ""
+            depth += 1
+        elif tok.kind == "punct" and tok.text in ")]}":
+            depth -= 1
+        elif depth == 0 and tok.text == ",":
+            return "", ""
+        elif depth == 0 and tok.kind == "ident":
+            name = tok.text
+    if name is None or stop is None:
+        return "", ""
+    kept = [t.text for t in item.tokens[:stop] if t.text not in _SYMBOL_SPACE and t.text not in ("static", "extern")]
+    return name, " ".join(kept)
 
 
 def _without_kernel_specifiers(signature: str) -> str:
@@ -401,6 +467,7 @@ def _split(text: str) -> Split:
     kernels = {item.kernel for item in items if item.kernel}
     if not any(item.side == "host" for item in items):
         raise _NoSplit("no host code")
+    named_by_host = {t.text for item in items if item.side == "host" for t in item.tokens if t.kind == "ident"}
     device, host, pos, launches = [], [], 0, 0
     for item in items:
         gap = text[pos:item.start]
@@ -410,6 +477,16 @@ def _split(text: str) -> Split:
         if item.side == "both":
             device.append(piece)
             host.append(piece)
+        elif item.side == "device" and item.variable in named_by_host:
+            # the host part cannot name the variable (nvcc keeps its host shadow, the address cudaMemcpyToSymbol takes,
+            # to the device part's object): the device part hands out the shadow's address, the host part binds a
+            # reference of the variable's type and name to it, all on the declaration's own line
+            accessor = f"{SYMBOL_ACCESSOR}{item.variable}"
+            device.append(f"{piece} void* {accessor}() {{ return (void*)&{item.variable}; }}")
+            declared = f"{SYMBOL_NAMESPACE}::{item.variable}"
+            host.append(f"namespace {SYMBOL_NAMESPACE} {{ extern {item.extern}; }} void* {accessor}(); "
+                        f"static decltype({declared})& {item.variable} = "
+                        f"*static_cast<decltype({declared})*>({accessor}());" + _blank(piece))
         elif item.side == "device":
             device.append(piece)
             # (the declaration is the definition's head: the newlines in it are the piece's first ones)

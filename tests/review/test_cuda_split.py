@@ -16,7 +16,8 @@ import pytest
 
 from kernelskill.review.cuda import build
 from kernelskill.review.cuda.plan import SPLIT_HOST_HEADERS, Unit, declarations_only, plan_build, split_units
-from kernelskill.review.cuda.split import NVCC_HOST_HELPERS, split, why_not
+from kernelskill.review.cuda.nvcc_host import NVCC_HOST_HELPERS
+from kernelskill.review.cuda.split import split, why_not
 from kernelskill.review.cuda.toolchain import Runner
 
 DATA = Path(__file__).parents[1] / "data"

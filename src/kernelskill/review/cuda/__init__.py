@@ -8,6 +8,8 @@ second. Lowest module first:
 
     cache      the on-disk cache under $KERNELSKILL_CACHE: layout, locks, objects, pruning (`kernelskill cache`)
     toolchain  which compilers, their versions, torch's flags and ABI, target archs; running compilers cancellably
+    nvcc_host  what nvcc's implicit headers give host code (the launch entry point, min/max, the runtime's C++
+               forms), for a host part the host compiler compiles alone
     split      a CUDA source cut in two: its kernels for nvcc without any torch header, its torch host code for the
                host compiler against a precompiled header (launches rewritten as nvcc writes them)
     plan       what a build will do, computed without compiling: the units and their variants (fastest first: the

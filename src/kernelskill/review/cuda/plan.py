@@ -18,7 +18,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from kernelskill.review.cuda import split, toolchain
+from kernelskill.review.cuda import nvcc_host, split, toolchain
 from kernelskill.review.cuda.toolchain import digest
 
 
@@ -103,20 +103,20 @@ _SPLIT_HOST_LINE = "// the host part of the CUDA source, against a precompiled s
 SPLIT_HOST_HEADERS = {
     # the core prelude (its names mean what torch's do, see above), without its #line
     # and AT_DISPATCH_*, which a launcher of a kernel template most often uses
-    "split": "\n".join([split.NVCC_HOST_HELPERS, *_CORE_PRELUDE.split("\n")[:-1], "#include <ATen/Dispatch.h>",
-                        split.PUSH_CONFIGURATION, split.NVCC_HOST_TEMPLATES, ""]),
+    "split": "\n".join([nvcc_host.NVCC_HOST_HELPERS, *_CORE_PRELUDE.split("\n")[:-1], "#include <ATen/Dispatch.h>",
+                        nvcc_host.PUSH_CONFIGURATION, nvcc_host.NVCC_HOST_TEMPLATES, ""]),
     # what torch's unit includes: for a host part that needs more than the core (a tensor operator, a function)
-    "split-types": "\n".join([split.NVCC_HOST_HELPERS, "// what torch's CUDA unit includes (kernelskill cuda_build, split)",
-                              *_TORCH_PREFIX, split.PUSH_CONFIGURATION, split.NVCC_HOST_TEMPLATES, ""]),
+    "split-types": "\n".join([nvcc_host.NVCC_HOST_HELPERS, "// what torch's CUDA unit includes (kernelskill cuda_build, split)",
+                              *_TORCH_PREFIX, nvcc_host.PUSH_CONFIGURATION, nvcc_host.NVCC_HOST_TEMPLATES, ""]),
     # and <torch/extension.h>, for a source that needs it (its own PYBIND11_MODULE, say): the include is the source's
-    "split-extension": "\n".join([split.NVCC_HOST_HELPERS,
+    "split-extension": "\n".join([nvcc_host.NVCC_HOST_HELPERS,
                                   "// what torch's CUDA unit includes, and <torch/extension.h> (kernelskill cuda_build)",
                                   _TORCH_PREFIX[0], "#include <torch/extension.h>", *_TORCH_PREFIX[1:],
-                                  split.PUSH_CONFIGURATION, split.NVCC_HOST_TEMPLATES, ""]),
+                                  nvcc_host.PUSH_CONFIGURATION, nvcc_host.NVCC_HOST_TEMPLATES, ""]),
 }
 """What a split source's host part is compiled against, per variant (each precompiled once per flag set): first what
-nvcc's implicit headers give host code (split.NVCC_HOST_HELPERS), last nvcc's declaration of the launch entry point
-the rewritten launches call and the runtime's C++ forms (split.NVCC_HOST_TEMPLATES)."""
+nvcc's implicit headers give host code (nvcc_host.NVCC_HOST_HELPERS), last nvcc's declaration of the launch entry point
+the rewritten launches call and the runtime's C++ forms (nvcc_host.NVCC_HOST_TEMPLATES)."""
 # The device part is compiled with what torch's headers bring into every unit of the standard C library's limits and
 # math (a kernel's FLT_MAX, INT_MAX, uint8_t, expf), forced in by nvcc, so the source's lines keep their numbers
 SPLIT_DEVICE_INCLUDES = ("cfloat", "climits", "cstdint", "cmath")

@@ -125,6 +125,8 @@ def table(run: Path, wall: float) -> dict:
     print(f"stages over the run's reviews: verify+time+profile {busy:.0f} s (the GPU's share of {wall:.0f} s of this "
           f"chunk: {busy / wall:.0%} where the run is this chunk alone), gpu_wait {stages['gpu_wait']:.0f} s, prebuild "
           f"{stages['prebuild']:.0f} s, review_wall {stages['review_wall']:.0f} s")
+    print(f"the GPU held by reviews (gpu_held: from taking the device to giving it back) {stages['gpu_held']:.0f} s, "
+          f"{stages['gpu_held'] / wall:.0%} of this chunk; {60 * reviews / wall:.1f} reviews a minute")
     compiled = compile_baseline(run)
     if compiled:
         print(f"compile baseline: {compiled['tasks']} tasks timed beside torch.compile, median speedup vs compile "

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from kernelskill.candidate import parse_candidate  # noqa: E402
 from kernelskill.llm.corpus import read_index  # noqa: E402
-from kernelskill.review.reviewer import prebuild, review  # noqa: E402
+from kernelskill.review.reviewer import prebuild, prepare_builds, review  # noqa: E402
 from kernelskill.review.sandbox import POOL  # noqa: E402
 from kernelskill.settings import Guards, ReviewSettings  # noqa: E402
 
@@ -47,7 +47,8 @@ def one(corpus: Path, entry: dict, judge: bool, log_dir: Path) -> dict:
         r = review(corpus / entry["problem"], parse_candidate(path.read_text(), path), settings_for(judge),
                    log_dir=log_dir)
         row = {"correct": r.correct, "error_kind": r.error_kind, "speedup": r.speedup,
-               "stage_seconds": r.stage_seconds}
+               "stage_seconds": r.stage_seconds,
+               "judge_batch": r.judge_batch.model_dump(mode="json") if r.judge_batch else None}
     except Exception as exc:  # noqa: BLE001 - a row that says what broke
         row = {"correct": False, "error_kind": "harness", "error": f"{type(exc).__name__}: {exc}", "speedup": None}
     row["wall_s"] = round(time.perf_counter() - start, 3)
@@ -65,6 +66,8 @@ def main() -> None:
     began = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
     tasks = pick(args.corpus, args.count)
+    prepare_builds().join()  # the precompiled headers, once per machine, before anything is built or timed
+    print(f"precompiled headers ready after {time.monotonic() - began:.0f} s", flush=True)
 
     def build(entry: dict) -> float:
         path = args.corpus / entry["kernel"]
@@ -110,6 +113,10 @@ def main() -> None:
         if r["on"]["correct"] != r["off"]["correct"]:
             lines.append(f"  differs: {r['task']}: judge {r['on'].get('error_kind')} "
                          f"{(r['on'].get('error') or '')[:120]}")
+    stages = sorted({k for r in rows for k in (r["on"].get("stage_seconds") or {})})
+    lines.append("judge on, median seconds by stage (mean): " + ", ".join(
+        f"{k} {statistics.median(v):.3f} ({statistics.mean(v):.3f})" for k in stages
+        if (v := [r["on"]["stage_seconds"][k] for r in rows if k in (r["on"].get("stage_seconds") or {})])))
     text = "\n".join(lines)
     print(text)
     (args.out / "price.txt").write_text(text + "\n")

@@ -421,12 +421,13 @@ def bench(
         out_console.print(f"[yellow]{o.noisy} of {o.solved} correct kernels were timed noisily[/]: their speedups are "
                       "marked noisy in results.json (timing_noisy) and the report", soft_wrap=True)
     stages = {k: sum(t.stage_seconds.get(k, 0.0) for t in results.tasks) for k in ("gpu_wait", "verify", "time",
-                                                                                   "profile", "review_wall")}
+                                                                                   "profile", "review_wall", "gpu_held")}
     if stages["review_wall"]:
         busy = sum(stages[k] for k in ("verify", "time", "profile"))
+        held = f"; the reviews held the device {stages['gpu_held']:.0f} s (gpu_held)" if stages["gpu_held"] else ""
         out_console.print(f"the device waited {stages['gpu_wait']:.0f} s on builds not yet finished (gpu_wait); "
-                          f"verify, time and profile took {busy:.0f} s of the reviews' {stages['review_wall']:.0f} s",
-                          soft_wrap=True, highlight=False)
+                          f"verify, time and profile took {busy:.0f} s of the reviews' {stages['review_wall']:.0f} s"
+                          f"{held}", soft_wrap=True, highlight=False)
     run_dir = results.run.get("run_dir", "RUN_DIR")
     out_console.print(f"results: {run_dir}/results.json; report: kernelskill report {run_dir}", style="dim")
 

@@ -46,3 +46,41 @@ def test_a_problem_that_cannot_be_read_is_left_for_the_review_to_report(tmp_path
     bad.write_text("def get_inputs(:\n")
     sol.count_ahead(bad)  # no exception: the review says what is wrong with the file
     sol.count_ahead(tmp_path / "missing.py")
+
+
+def test_a_review_that_gives_the_device_back_lets_the_next_one_start_before_it_ends(monkeypatch, tmp_path):
+    # the judge's last steps (the picked outputs compared, the verdict composed) are host work on files: a bench's
+    # next review may take the GPU meanwhile. One GPU, two reviews on two threads: the second starts while the
+    # first, having given the device back, still runs
+    import threading
+
+    monkeypatch.setattr(sol, "count_ahead", lambda path: None)
+    second_started = threading.Event()
+    order = []
+
+    def reviewer(problem, candidate, settings, log_dir=None, env=None, release=None):
+        first = not order
+        order.append("start")
+        if first:
+            release()
+            assert second_started.wait(10), "the second review never got the device the first gave back"
+            release()  # a second call gives nothing back twice
+        else:
+            second_started.set()
+        order.append("end")
+        return ReviewResult(device="cuda", backend="triton", problem=str(problem), candidate="c.py", compiled=True,
+                            correct=True, stage=None, error=None, settings={})
+
+    evaluator = PooledEvaluator("cuda", ["0"], reviewer=reviewer)
+    evaluator._gives_back = True  # as with the Reviewer's own review()
+    candidate = read_candidate(CANDIDATE)
+    threads = [threading.Thread(target=evaluator.review, args=(PROBLEM, candidate, ReviewSettings(), tmp_path))
+               for _ in range(2)]
+    threads[0].start()
+    while not order:
+        pass
+    threads[1].start()
+    for t in threads:
+        t.join(20)
+    assert order == ["start", "start", "end", "end"], order
+    assert evaluator._devices._free.qsize() == 1  # the device was given back once, not once per call

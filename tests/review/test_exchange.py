@@ -62,3 +62,28 @@ def test_more_tensors_than_a_batch_may_hold_are_refused(tmp_path):
     with pytest.raises(ExchangeError, match="too many tensors"):
         read_outputs(path, max_bytes=1 << 20, items=[0], max_tensors=9)
     assert len(read_outputs(path, max_bytes=1 << 20, items=range(10), max_tensors=10)) == 10
+
+
+def test_device_tensors_go_to_the_host_in_chunks_of_one_device_at_a_time(monkeypatch):
+    # a batch's commit copied each of thousands of outputs to the host on its own; now consecutive tensors of one
+    # device go together, up to CHUNK_BYTES (one larger alone), and a host tensor is never gathered
+    from kernelskill.review import exchange
+
+    monkeypatch.setattr(exchange, "CHUNK_BYTES", 64)
+    meta = [torch.empty(4, device="meta") for _ in range(5)]  # 16 bytes each
+    big = torch.empty(100, device="meta")
+    host = torch.zeros(4)
+    chunks = exchange._chunks([*meta, big, host, meta[0]])
+    assert [len(c) for c in chunks] == [4, 1, 1, 1, 1]
+    assert chunks[1][0] is meta[4] and chunks[2][0] is big and chunks[3][0] is host
+
+
+def test_a_batch_of_mixed_dtypes_reads_back_exactly_whatever_the_alignment(tmp_path):
+    path = tmp_path / "batch.bin"
+    calls = [[torch.randn(3, dtype=torch.float16), torch.arange(5, dtype=torch.int64), 1.5,
+              (torch.tensor([True]), torch.randn(2, 2, dtype=torch.complex64))] for _ in range(4)]
+    write_outputs(path, calls)
+    got = read_outputs(path, max_bytes=1 << 20, items=[3, 0], max_tensors=100, device=torch.device("cpu"))
+    for want, have in zip([calls[3], calls[0]], got):
+        assert torch.equal(want[0], have[0]) and torch.equal(want[1], have[1]) and have[2] == 1.5
+        assert torch.equal(want[3][0], have[3][0]) and torch.equal(want[3][1], have[3][1])

@@ -155,7 +155,7 @@ def test_the_reference_runs_its_batch_only_after_the_candidates_runner_is_dead(t
     killed = events.index(("candidate", "killed"))
     reference_batch = [i for i, e in enumerate(events) if e[0] == "reference"]
     assert reference_batch and min(reference_batch) > killed, events
-    assert [e[1] for e in events if e[0] == "reference"] == ["prepare", "calls", "commit"], events
+    assert [e[1] for e in events if e[0] == "reference"] == ["prepare", "calls", "commit", "killed"], events
     assert report.batch is not None and report.batch.reference_s["calls"] > 0
 
 
@@ -212,3 +212,72 @@ def test_both_batches_run_while_the_builds_are_held_still_with_their_outputs_mem
     # both sides' prepare holds the memory their calls' outputs will take (the reference's size, the same for both),
     # so no timed call waits on the driver for memory
     assert reserved == [("candidate", ref.output_bytes), ("reference", ref.output_bytes)], reserved
+
+
+def test_the_device_is_given_back_only_once_no_runner_of_the_review_is_left(tmp_path, monkeypatch):
+    # a bench's next review may start on the GPU while this one ends on the host; a runner of this review still
+    # alive then, or the judge comparing outputs on that GPU, would run beside the next review's timing
+    import torch
+
+    from kernelskill.review import judge
+    from kernelskill.review.exchange import BATCH_INPUTS, write_outputs
+
+    events: list = []
+    ref_worker = _FakeRunner("reference", events, tmp_path / "ref")
+    cand_worker = _FakeRunner("candidate", events, tmp_path / "cand")
+    ref = ReferenceRun(folder=tmp_path / "ref" / "judge", trial_seeds=[1, 2, 3], batch_seeds=list(range(10)),
+                       stats=TimingStats.from_samples([0.5] * 8), output_bytes=16)
+    (ref.folder / "trials").mkdir(parents=True)
+    for i, seed in enumerate(ref.trial_seeds):
+        write_outputs(ref.folder / "trials" / f"{i}.out", torch.full((4,), float(seed % 1000)) * 2)
+    (ref.folder / "batch").mkdir(parents=True, exist_ok=True)
+    write_outputs(ref.folder / "batch" / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(10)])
+    compare = judge._compare_files
+    monkeypatch.setattr(judge, "_compare_files", lambda *a, **k: (events.append(("judge", "compare")), compare(*a, **k))[1])
+    report = judge.candidate_part(cand_worker, ref, tmp_path / "cand" / "judge", 1e-4, 1e-4,
+                                  {"verify": 5, "time": 5}, _runner_timing([0.5] * 8, [0.5] * 8), ref_worker,
+                                  device_done=lambda: events.append(("judge", "device given back")))
+    assert report.ok, report
+    given = events.index(("judge", "device given back"))
+    assert events.index(("reference", "killed")) < given and events.index(("candidate", "killed")) < given, events
+    assert events[given - 1] == ("judge", "compare"), events  # the picked outputs were compared before it
+    assert all(what == "killed" for _, what in events[given + 1:]), events  # and nothing but clean-up after
+
+
+def test_the_judge_compares_on_the_reviews_own_gpu_or_on_the_host(monkeypatch):
+    import torch
+
+    from kernelskill.review import judge
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert judge.comparing_device("cpu", None) == "cpu"
+    assert judge.comparing_device("cuda", None) == "cuda:0"
+    assert judge.comparing_device("cuda", {"CUDA_VISIBLE_DEVICES": "2"}) == "cuda:2"
+    assert judge.comparing_device("cuda", {"CUDA_VISIBLE_DEVICES": "GPU-1234"}) == "cpu"  # a UUID: not guessed
+    assert judge.comparing_device("cuda", {"CUDA_VISIBLE_DEVICES": "7"}) == "cpu"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")  # this process sees two GPUs, renumbered 0 and 1
+    assert judge.comparing_device("cuda", {"CUDA_VISIBLE_DEVICES": "6"}) == "cuda:1"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert judge.comparing_device("cuda", None) == "cpu"
+
+
+def test_outputs_the_device_cannot_compare_are_compared_on_the_host(monkeypatch):
+    # a comparison that fails on the GPU (out of its memory) must give the verdict the host gives, not a crash
+    import torch
+
+    from kernelskill.review import judge
+
+    calls = []
+    real = judge.compare_outputs
+
+    def compare(expected, got, atol, rtol, n):
+        calls.append(expected.device.type if isinstance(expected, torch.Tensor) else "?")
+        return real(expected, got, atol, rtol, n)
+
+    monkeypatch.setattr(judge, "compare_outputs", compare)
+    monkeypatch.setattr(judge, "map_values", lambda v, fn: (_ for _ in ()).throw(RuntimeError("CUDA out of memory")))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    bad = judge._compare(torch.zeros(3), torch.ones(3), 1e-4, 1e-4, 0, "cuda:0")
+    assert not bad.ok and calls == ["cpu"]

@@ -23,6 +23,7 @@ from pathlib import Path
 MAGIC = b"KSXCHG01"
 BATCH_INPUTS = "inputs.bin"  # the judge's batch: its input sets, made by the reference runner, read by both runners
 BATCH_OUTPUTS = "outputs.bin"  # and a runner's outputs of its calls, one file each
+CHUNK_BYTES = 256 << 20  # a batch's tensors cross between host and device this much at a time
 MAX_HEADER = 1 << 20  # 1 MiB of JSON: thousands of tensors
 MAX_DEPTH = 8
 MAX_TENSORS = 4096
@@ -45,8 +46,10 @@ def _dtype(name: str):
 # ------------------------------------------------------------------------------------------------- runner side
 def write_outputs(path: str | Path, out) -> int:
     """Write a forward's return value (tensors, numbers, None, nested tuples/lists) to `path`; returns the bytes of
-    tensor data. Tensors are copied to the host, contiguous; a tensor subclass is written as the values it gives.
-    A batch (a list with one entry per call: outputs, or input sets) is one such value, in one file."""
+    tensor data. Tensors are written contiguous, as their host copies; a tensor subclass is written as the values it
+    gives. A batch (a list with one entry per call: outputs, or input sets) is one such value, in one file: the
+    device tensors of a batch go to the host a chunk at a time (CHUNK_BYTES, gathered on the device), not one copy
+    per tensor, which made a batch's `commit` cost seconds on the H200."""
     import torch
 
     tensors: list = []
@@ -55,8 +58,8 @@ def write_outputs(path: str | Path, out) -> int:
         if depth > MAX_DEPTH:
             raise ExchangeError(f"outputs nested deeper than {MAX_DEPTH}")
         if isinstance(value, torch.Tensor):
-            tensors.append(torch.Tensor(value.detach()).contiguous().cpu() if type(value) is not torch.Tensor
-                           else value.detach().contiguous().cpu())
+            tensors.append(torch.Tensor(value.detach()).contiguous() if type(value) is not torch.Tensor
+                           else value.detach().contiguous())
             return {"t": len(tensors) - 1}
         if isinstance(value, bool):
             return {"b": value}
@@ -80,21 +83,71 @@ def write_outputs(path: str | Path, out) -> int:
     tmp = Path(str(path) + ".part")
     with open(tmp, "wb") as f:
         f.write(MAGIC + struct.pack("<Q", len(header)) + header)
-        for t in tensors:
-            if t.numel():
-                f.write(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+        for chunk in _chunks([t for t in tensors if t.numel()]):
+            if chunk[0].device.type == "cpu":
+                f.write(memoryview(_bytes(chunk[0]).numpy()))
+            else:  # one gather on the device and one copy to the host for the whole chunk
+                gathered = torch.cat([_bytes(t) for t in chunk])
+                host = _staging(gathered.numel())[:gathered.numel()]
+                host.copy_(gathered)
+                f.write(memoryview(host.numpy()))
     os.replace(tmp, path)
     return offset
 
 
+_STAGING: list = []  # this process's host buffer for the copies between host and device, pinned where it can be
+
+
+def _staging(nbytes: int):
+    """A host buffer of at least `nbytes` (at most CHUNK_BYTES), kept for the process's later copies: page-locked
+    memory where CUDA gives it (the copy is then one DMA, and no page of it is faulted in again), else plain."""
+    import torch
+
+    if not _STAGING or _STAGING[0].numel() < nbytes:
+        size = max(nbytes, min(CHUNK_BYTES, 64 << 20))
+        try:
+            buffer = torch.empty(size, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
+        except RuntimeError:  # no page-locked memory to be had: plain memory works, more slowly
+            buffer = torch.empty(size, dtype=torch.uint8)
+        _STAGING[:] = [buffer]
+    return _STAGING[0]
+
+
+def _bytes(t):
+    """A contiguous tensor's bytes, as a flat uint8 view."""
+    import torch
+
+    return t.reshape(-1).view(torch.uint8)
+
+
+def _chunks(tensors: list) -> list[list]:
+    """Consecutive tensors grouped for the copy to the host: a host tensor alone, device tensors of one device up to
+    CHUNK_BYTES together (one larger than that alone)."""
+    chunks: list[list] = []
+    size = 0
+    for t in tensors:
+        nbytes = t.numel() * t.element_size()
+        last = chunks[-1] if chunks else None
+        if (t.device.type == "cpu" or last is None or last[0].device != t.device
+                or size + nbytes > CHUNK_BYTES):
+            chunks.append([t])
+            size = nbytes
+        else:
+            last.append(t)
+            size += nbytes
+    return chunks
+
+
 # -------------------------------------------------------------------------------------------------- judge side
 def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | None = None,
-                 max_tensors: int = MAX_TENSORS):
+                 max_tensors: int = MAX_TENSORS, device=None):
     """The value written by `write_outputs`, as CPU tensors; raises ExchangeError for anything else.
 
     `items`: the file holds a list (a batch: one entry per call) and only these entries are built, in this order,
     reading the bytes of their tensors alone (the judge compares a few calls of a batch of thousands). Every tensor
-    entry of the header is checked all the same."""
+    entry of the header is checked all the same. `device` (a runner loading the batch's inputs): the tensors are
+    built there, the file's bytes up to the last one needed copied over a chunk at a time, each tensor then a copy
+    of its bytes in an allocation of its own (aligned as the candidate's kernels expect)."""
     import torch
 
     path = Path(path)
@@ -136,12 +189,26 @@ def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | No
                 raise ExchangeError("the outputs file is truncated or larger than the outputs can be")
             layout.append((dtype, shape, offset, nbytes))
 
+        blob = None
+        if device is not None and torch.device(device).type != "cpu":  # the bytes of the tensors to build
+            calls = tree.get("seq") if isinstance(tree, dict) else None
+            under = (_tensors_under([calls[i] for i in items]) if items is not None and isinstance(calls, list)
+                     and all(0 <= i < len(calls) for i in items) else range(len(layout)))
+            end = max((layout[i][2] + layout[i][3] for i in under if i < len(layout)), default=0)
+            blob = _to_device(f, data_start, end, device)
+
         def tensor(index: int):
             dtype, shape, offset, nbytes = layout[index]
+            if blob is not None:
+                t = torch.empty(shape, dtype=dtype, device=device)
+                if nbytes:
+                    _bytes(t).copy_(blob[offset:offset + nbytes])
+                return t
             f.seek(data_start + offset)
-            raw = bytearray(f.read(nbytes))
-            t = (torch.frombuffer(raw, dtype=torch.uint8).view(dtype) if nbytes else torch.empty(0, dtype=dtype))
-            return t.reshape(shape)
+            raw = torch.empty(nbytes, dtype=torch.uint8)
+            if nbytes:
+                _read_into(f, memoryview(raw.numpy()))  # straight into the tensor's memory
+            return (raw.view(dtype) if nbytes else torch.empty(0, dtype=dtype)).reshape(shape)
 
         def build(node, depth: int):
             if depth > MAX_DEPTH or not isinstance(node, dict):
@@ -172,3 +239,43 @@ def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | No
         if any(not 0 <= i < len(calls) for i in items):
             raise ExchangeError(f"the batch file holds {len(calls)} calls, fewer than the judge asked for")
         return [build(calls[i], 1) for i in items]
+
+
+def _tensors_under(nodes: list) -> list[int]:
+    """The tensor indices a part of a header's tree names (malformed nodes are left to `build` to refuse)."""
+    found: list[int] = []
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if type(node.get("t")) is int:
+                found.append(node["t"])
+            if isinstance(node.get("seq"), list):
+                stack.extend(node["seq"])
+    return [i for i in found if i >= 0]
+
+
+def _to_device(f, start: int, length: int, device):
+    """Bytes [start, start + length) of an open file, as a uint8 tensor on `device`, read CHUNK_BYTES at a time."""
+    import torch
+
+    blob = torch.empty(length, dtype=torch.uint8, device=device)
+    host = _staging(min(length, CHUNK_BYTES))
+    f.seek(start)
+    done = 0
+    while done < length:
+        n = min(CHUNK_BYTES, length - done)
+        _read_into(f, memoryview(host[:n].numpy()))
+        blob[done:done + n].copy_(host[:n])
+        done += n
+    return blob
+
+
+def _read_into(f, view: memoryview) -> None:
+    """Fill `view` from the file's current position (a read may return less than asked)."""
+    done = 0
+    while done < len(view):
+        n = f.readinto(view[done:])
+        if not n:
+            raise ExchangeError("the file ended before its tensors did")
+        done += n

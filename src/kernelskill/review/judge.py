@@ -30,6 +30,7 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +79,7 @@ class ReferenceRun:
     stateful: bool = False
     target_s: float = 0.05  # how long a batch should take on this device (BATCH_TARGET_S)
     error: str | None = None  # why the reference runner could not do its part (the review then fails closed)
+    seconds: dict[str, float] = field(default_factory=dict)  # its commands, by the judge's clock
 
 
 @dataclass
@@ -115,20 +117,22 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     """Everything the reference runner does for a review, before the candidate runner has run any candidate code."""
     run = ReferenceRun(folder=folder, trial_seeds=draw_seeds(JUDGE_TRIALS), batch_seeds=[],
                        target_s=BATCH_TARGET_S[device])
-    info, _, error = _run(worker, Command(name="stateful", seeds=draw_seeds(1)), limits["verify"])
+    info, run.seconds["reference_stateful"], error = _run(worker, Command(name="stateful", seeds=draw_seeds(1)),
+                                                          limits["verify"])
     if error:
         run.error = f"checking whether the reference keeps state across calls failed: {error}"
         return run
     run.stateful = bool(info.get("stateful"))
-    info, _, error = _run(worker, Command(name="outputs", seeds=run.trial_seeds, out_dir=str(folder / "trials")),
-                          limits["verify"])
+    info, run.seconds["reference_trials"], error = _run(
+        worker, Command(name="outputs", seeds=run.trial_seeds, out_dir=str(folder / "trials")), limits["verify"])
     if error:
         run.error = f"the reference's outputs for the judge's trials: {error}"
         return run
     run.output_bytes = int(info.get("bytes", 0)) // max(1, len(run.trial_seeds))
     if not timing:
         return run
-    info, _, error = _run(worker, Command(name="time_reference", seeds=draw_seeds(3)), limits["time"])
+    info, run.seconds["reference_time"], error = _run(worker, Command(name="time_reference", seeds=draw_seeds(3)),
+                                                      limits["time"])
     if error:
         run.error = f"timing the reference in its own runner failed: {error}"
         return run
@@ -142,8 +146,8 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     size = BATCH_BYTES // max(1, 2 * run.output_bytes + run.input_bytes)
     count = min(MAX_BATCH, size, max(MIN_BATCH, math.ceil(BATCH_TARGET_S[device] / max(per_call_s, 1e-7))))
     run.batch_seeds = draw_seeds(max(MIN_BATCH, count))
-    _, _, error = _run(worker, Command(name="inputs", seeds=run.batch_seeds, out_dir=str(folder / "batch")),
-                       limits["time"])
+    _, run.seconds["reference_inputs"], error = _run(
+        worker, Command(name="inputs", seeds=run.batch_seeds, out_dir=str(folder / "batch")), limits["time"])
     if error:
         run.error = f"making the batch's inputs failed: {error}"
     return run  # the reference's batch itself runs after the candidate's (reference_batch)
@@ -207,12 +211,60 @@ def _stats(raw) -> TimingStats | None:
     return TimingStats.from_samples(samples)
 
 
+def comparing_device(device: str, env: dict[str, str] | None) -> str:
+    """Where this process compares a review's outputs: the review's own GPU when this process sees it (comparing
+    outputs of a GB took the host 6 s each on the H100, a hundredth of that on the GPU), else the CPU. This process
+    never runs problem or candidate code, so its GPU work is the judge's own; it happens while the review holds
+    the device, before the device is given back."""
+    if device != "cuda":
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    wanted = (env or {}).get("CUDA_VISIBLE_DEVICES")
+    if wanted is None:
+        return "cuda:0"  # the runners see what this process sees, and use its first device
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return f"cuda:{wanted}" if wanted.isdigit() and int(wanted) < torch.cuda.device_count() else "cpu"
+    listed = [v.strip() for v in visible.split(",")]
+    return f"cuda:{listed.index(wanted)}" if wanted in listed else "cpu"
+
+
+def _compare(expected, got, atol: float, rtol: float, n: int, on: str):
+    """compare_outputs on device `on` (the CPU when the device cannot hold or compare them)."""
+    if on != "cpu":
+        import torch
+
+        try:
+            moved = [map_values(v, lambda t: t.to(on, non_blocking=False)) for v in (expected, got)]
+            return compare_outputs(moved[0], moved[1], atol, rtol, n)
+        except RuntimeError:  # out of memory, a dtype the device does not compare: the host can
+            pass
+        finally:
+            moved = None
+            torch.cuda.empty_cache()  # nothing of the judge's stays on the device the next review times
+    return compare_outputs(expected, got, atol, rtol, n)
+
+
+def map_values(value, fn):
+    """`value` (outputs as read_outputs builds them) with `fn` applied to every tensor."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(map_values(v, fn) for v in value)
+    return value
+
+
 def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: float, rtol: float,
-                   max_bytes: int, batch_of: tuple[int, int] | None = None
+                   max_bytes: int, batch_of: tuple[int, int] | None = None, on: str = "cpu"
                    ) -> tuple[bool, str | None, Mismatch | None, float, float]:
     """(ok, why not, mismatch, max abs, max rel) over the outputs of these calls: a file each (the trials), or
     entries of each side's batch file, each file read once (`batch_of`: the calls the reference's and the
-    candidate's batch held)."""
+    candidate's batch held), compared on device `on` (comparing_device)."""
     worst_abs = worst_rel = 0.0
     if batch_of is not None:
         try:
@@ -236,7 +288,7 @@ def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: floa
                 got = read_outputs(cand_dir / f"{i}.out", max_bytes=max_bytes)
             except ExchangeError as exc:
                 return False, f"call {n + 1}: {exc}", None, worst_abs, worst_rel
-        cmp = compare_outputs(expected, got, atol, rtol, n)
+        cmp = _compare(expected, got, atol, rtol, n, on)
         worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
         if not cmp.ok:
             return False, cmp.mismatch.reason, cmp.mismatch, worst_abs, worst_rel
@@ -244,10 +296,14 @@ def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: floa
 
 
 def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rtol: float,
-                   limits: dict[str, float], runner_timing: TimingResult | None, ref_worker=None) -> JudgeReport:
+                   limits: dict[str, float], runner_timing: TimingResult | None, ref_worker=None,
+                   device_done: Callable[[], None] | None = None, compare_on: str = "cpu") -> JudgeReport:
     """The judge's trials and batch on a candidate runner that waits for commands; kills the runner at the end.
     `ref_worker`, the reference runner, waits for commands too: it runs the reference's batch after the candidate's
-    (raises ReferenceFailed when it cannot)."""
+    (raises ReferenceFailed when it cannot), and is killed after it. Outputs are compared on device `compare_on`
+    (comparing_device). `device_done` is called once neither runner is left and the outputs are compared: what
+    remains (the timing bounded, the files removed) is this process's work on the host, and the device may serve
+    the next review meanwhile."""
     report = JudgeReport()
     max_bytes = 4 * ref.output_bytes + (1 << 20)
     try:
@@ -263,7 +319,7 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             began = time.perf_counter()
             ok, why, mismatch, report.max_abs_error, report.max_rel_error = _compare_files(
                 ref.folder / "trials", cand_folder / "trials", list(range(len(ref.trial_seeds))), atol, rtol,
-                max_bytes)
+                max_bytes, on=compare_on)
             report.seconds["judge_compare"] = time.perf_counter() - began
             if not ok:
                 report.mismatch = mismatch
@@ -289,16 +345,20 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             began = time.perf_counter()
             reference_batch(ref_worker, ref, limits["time"])
             report.seconds["judge_reference_batch"] = time.perf_counter() - began
+            ref_worker.kill(keep_scratch=True)
             picks = sorted(secrets.SystemRandom().sample(range(calls), min(BATCH_PICKS, calls)))
             if not ref.stateful:
                 began = time.perf_counter()
                 ok, why, mismatch, _, _ = _compare_files(ref.folder / "batch", cand_folder / "batch", picks, atol,
-                                                         rtol, max_bytes, batch_of=(len(ref.batch_seeds), calls))
+                                                         rtol, max_bytes, batch_of=(len(ref.batch_seeds), calls),
+                                                         on=compare_on)
                 report.seconds["judge_compare"] = report.seconds.get("judge_compare", 0.0) + time.perf_counter() - began
                 if not ok:
                     report.mismatch = mismatch
                     return _fail(report, "rejected", f"outputs of calls in a batch timed by the judge differ from the "
                                  f"reference ({why}); every call must compute its result", check="judge:batch-outputs")
+            if device_done is not None:
+                device_done()
             report.timing, flags, report.batch = bound_timing(runner_timing, ref, walls, calls)
             report.batch.checked_calls = picks
             report.batch.runner_calls_s = {"reference": round(ref.said_calls_s, 6), "candidate": round(said, 6)}

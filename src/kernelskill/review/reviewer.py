@@ -74,11 +74,15 @@ def review(
     log_dir: Path | None = None,
     env: dict[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    release: Callable[[], None] | None = None,
 ) -> ReviewResult:
     """Review `candidate` against `problem`. `progress`, when given, is called with the name of each step as the
-    review reaches it (the reference runner, each of the candidate runner's stages, the judge's part)."""
+    review reaches it (the reference runner, each of the candidate runner's stages, the judge's part). `release`,
+    when given, is called (at most once) as soon as no process of this review is left on the device: the rest is
+    this process's own work on files, which need not hold the device from the next review."""
     settings = settings or ReviewSettings()
     say = progress or (lambda step: None)
+    release = _once(release) if release is not None else None
     if not isinstance(problem, Problem):
         problem = read_problem(problem)
     device = resolve_device(settings.device)
@@ -122,7 +126,8 @@ def review(
         if ref_run is None or not ref_run.batch_seeds:  # nothing left for it: it does not wait out the candidate
             ref_worker.kill(keep_scratch=True)
         ref_seconds = {"reference_start": ref_outcome.stage_seconds.get("start", 0.0),
-                       "reference": round(time.perf_counter() - ref_began, 3)}
+                       "reference": round(time.perf_counter() - ref_began, 3),
+                       **{k: round(v, 3) for k, v in (ref_run.seconds if ref_run else {}).items()}}
         if ref_run is not None and ref_run.error:
             return _reference_failed(base, ref_outcome, log_dir / "reference.log", time.perf_counter() - start,
                                      ref_run.error)
@@ -139,16 +144,29 @@ def review(
                 try:
                     report = judge.candidate_part(outcome.worker, ref_run, Path(outcome.worker.scratch) / "judge",
                                                   settings.atol, settings.rtol, timeouts,
-                                                  outcome.results.timing if settings.timing else None, ref_worker)
+                                                  outcome.results.timing if settings.timing else None, ref_worker,
+                                                  device_done=release, compare_on=judge.comparing_device(device, env))
                 except judge.ReferenceFailed as exc:
                     return _reference_failed(base, ref_outcome, log_dir / "reference.log",
                                              time.perf_counter() - start, str(exc))
     finally:
         ref_worker.kill()
+        if release is not None:
+            release()
     result = _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem, report,
                       judged=True)
     result.stage_seconds.update(ref_seconds)  # this side's clock: the reference runner's start and whole part
     return result
+
+
+def _once(fn: Callable[[], None]) -> Callable[[], None]:
+    called = []
+
+    def once() -> None:
+        if not called:
+            called.append(True)
+            fn()
+    return once
 
 
 def _reference_failed(base: dict, outcome: WorkerOutcome, log_path: Path, wall: float,

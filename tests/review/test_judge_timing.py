@@ -277,7 +277,7 @@ def test_outputs_the_device_cannot_compare_are_compared_on_the_host(monkeypatch)
         return real(expected, got, atol, rtol, n)
 
     monkeypatch.setattr(judge, "compare_outputs", compare)
-    monkeypatch.setattr(judge, "map_values", lambda v, fn: (_ for _ in ()).throw(RuntimeError("CUDA out of memory")))
+    monkeypatch.setattr(judge, "map_tensors", lambda v, fn: (_ for _ in ()).throw(RuntimeError("CUDA out of memory")))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     bad = judge._compare(torch.zeros(3), torch.ones(3), 1e-4, 1e-4, 0, "cuda:0")
     assert not bad.ok and calls == ["cpu"]

@@ -185,18 +185,13 @@ class _Devices:
 
     @contextmanager
     def take(self) -> Iterator[tuple[dict[str, str], float, Callable[[], None]]]:
-        """(the worker's environment, seconds waited for the device, a call that gives the device back before the
-        block ends: a review's last steps need no device). While the block runs, `idle_since.value` is when the
-        device was last given back: it sat idle from then until this take."""
+        """(the worker's environment, seconds waited, a call that gives the device back before the block ends: a
+        review's last steps need none). `idle_since.value`: when the device was last given back."""
         queued = time.monotonic()
         gpu, since = self._free.get()
         self.idle_since.value = since
         given = threading.Lock()
-
-        def give_back() -> None:
-            if given.acquire(blocking=False):
-                self._free.put((gpu, time.monotonic()))
-
+        give_back = lambda: given.acquire(blocking=False) and self._free.put((gpu, time.monotonic()))  # type: ignore[func-returns-value]  # noqa: E731
         try:
             yield ({} if gpu is None else {"CUDA_VISIBLE_DEVICES": gpu}), time.monotonic() - queued, give_back
         finally:
@@ -216,7 +211,7 @@ class _ThisMachine:
         from kernelskill.review.reviewer import warm_compile
 
         self._review = reviewer or review
-        self._gives_back = reviewer is None  # the Reviewer's own review() gives the device back before it ends
+        self._gives_back = reviewer is None  # review() gives the device back before it ends
         self._prebuild = prebuilder or (prebuild if reviewer is None else None)
         self._warm = warm_compile if reviewer is None else None
         self._profiler = profiler
@@ -234,20 +229,13 @@ class _ThisMachine:
             count_ahead(problem)
         with self._devices.take() as (env, waited, give_back):
             built = getattr(self._building, "span", None)
-            idle_from, taken = self._devices.idle_since.value, time.monotonic()
-            released: list[float] = []
-
-            def release() -> None:
-                released.append(time.monotonic())
-                give_back()
-
-            early = {"release": release} if self._gives_back else {}
-            result = self._review(problem, candidate, settings, log_dir=log_dir, env=env, **early)
-        # how long this review kept the device from others: until it gave it back, or until it ended
+            idle_from, taken, released = self._devices.idle_since.value, time.monotonic(), []
+            release = lambda: (released.append(time.monotonic()), give_back())  # type: ignore[func-returns-value]  # noqa: E731
+            result = self._review(problem, candidate, settings, log_dir=log_dir, env=env,
+                                  **({"release": release} if self._gives_back else {}))
         result.stage_seconds["gpu_held"] = round((released[0] if released else time.monotonic()) - taken, 3)
         result.stage_seconds["queue"] = round(result.stage_seconds.get("queue", 0.0) + waited, 3)
-        if built is not None and built[0] == log_dir:
-            # the device sat idle while this candidate's prebuild ran: the GPU waited on the build
+        if built is not None and built[0] == log_dir:  # the device sat idle while this candidate's prebuild ran
             gpu_wait = min(built[2], taken) - max(built[1], idle_from)
             if gpu_wait > 0:
                 result.stage_seconds["gpu_wait"] = round(gpu_wait, 3)

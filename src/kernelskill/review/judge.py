@@ -37,6 +37,7 @@ from pathlib import Path
 from kernelskill.review.compare import compare_outputs
 from kernelskill.review.exchange import BATCH_INPUTS, BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, read_outputs
 from kernelskill.review.quiet import BUILDS
+from kernelskill.review.worker.checks import map_tensors
 from kernelskill.review.results import JudgeBatch, Mismatch, TimingResult, TimingStats
 from kernelskill.review.wire import Command
 
@@ -238,7 +239,7 @@ def _compare(expected, got, atol: float, rtol: float, n: int, on: str):
         import torch
 
         try:
-            moved = [map_values(v, lambda t: t.to(on, non_blocking=False)) for v in (expected, got)]
+            moved = [map_tensors(v, lambda t: t.to(on)) for v in (expected, got)]
             return compare_outputs(moved[0], moved[1], atol, rtol, n)
         except RuntimeError:  # out of memory, a dtype the device does not compare: the host can
             pass
@@ -246,17 +247,6 @@ def _compare(expected, got, atol: float, rtol: float, n: int, on: str):
             moved = None
             torch.cuda.empty_cache()  # nothing of the judge's stays on the device the next review times
     return compare_outputs(expected, got, atol, rtol, n)
-
-
-def map_values(value, fn):
-    """`value` (outputs as read_outputs builds them) with `fn` applied to every tensor."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, (tuple, list)):
-        return type(value)(map_values(v, fn) for v in value)
-    return value
 
 
 def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: float, rtol: float,

@@ -4,9 +4,10 @@
 
 (a) The probe candidate (tests/data/candidates/special/sandbox_probe.py) tries to read a planted secret file, write
     outside its folders, list the home directory, reach a local HTTP server through http.client, read secrets from
-    ordinary-named variables (DATABASE_URL, a password inside OPENAI_BASE_URL) and read the harness's environment
-    through /proc. It runs in front of a Triton review, a CUDA (load_inline) review and an ncu-profiled run of the
-    profiler's driver, and once more with the sandbox off (the probe must then get through, or it proves nothing).
+    ordinary-named variables (DATABASE_URL, a password inside OPENAI_BASE_URL), read the harness's environment
+    through /proc and read what another process left in /dev/shm. It runs in front of a Triton review, a CUDA
+    (load_inline) review and an ncu-profiled run of the profiler's driver, and once more with the sandbox off (the
+    probe must then get through, or it proves nothing).
     Printed: a table escape x run, and every layer's state in each run.
 (b) Review wall time, sandbox on vs off, on the same candidates in one run: interleaved (the order alternates per
     round), warm workers and the build cache included; the first round (worker start, builds) is reported apart.
@@ -34,7 +35,7 @@ DATA = ROOT / "tests" / "data"
 PROBE_FILE = DATA / "candidates" / "special" / "sandbox_probe.py"
 END_OF_PROBE = "# ---- end of the probe"
 ESCAPES = ("read_secret", "write_outside", "list_home", "connect", "environment", "harness_environ", "harness_cmdline",
-           "unix_connect", "user_cache", "survivor")
+           "unix_connect", "user_cache", "survivor", "shared_memory")
 P01 = DATA / "problems" / "p01_pointwise_gelu_chain.py"
 G01 = DATA / "problems" / "gpu" / "g01_pointwise_chain_64m.py"
 CANDIDATES = {
@@ -57,6 +58,18 @@ def probe_source(candidate: Path) -> str:
     """The probe's escapes in front of a working candidate (the candidate still has to pass the review)."""
     text = PROBE_FILE.read_text()
     return text[:text.index(END_OF_PROBE)] + "\n" + candidate.read_text()
+
+
+def named(name: str) -> list[int]:
+    """The processes whose name (/proc/<pid>/comm) is `name`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
 
 
 def parse_probe(text: str) -> dict | None:
@@ -130,33 +143,33 @@ def probes(out: Path, device: str) -> dict:
     user_cache.chmod(0o777)
     os.environ["TRITON_CACHE_DIR"] = str(user_cache)
 
+    shm = Path(f"/dev/shm/kernelskill-probe-neighbour-{os.getpid()}")  # what another runner could have left there
+    shm.write_text("a neighbour's file")
+    shm.chmod(0o644)
+    labels: list[str] = []
+
     def targets(label: str) -> dict:
         outside = planted / f"outside-{label}.txt"
-        survivor = f"/dev/shm/kernelskill-probe-survivor-{os.getpid()}-{label.replace(' ', '_').replace(',', '')}"
+        labels.append(label)
         return {"PROBE_SECRET_FILE": str(planted / "secret.txt"), "PROBE_OUTSIDE_FILE": str(outside),
                 "PROBE_HOME": str(Path.home()), "PROBE_PORT": str(srv.server_address[1]),
                 "PROBE_HARNESS_PID": str(os.getpid()), "PROBE_UNIX_SOCKET": unix_path,
-                "PROBE_USER_CACHE": str(user_cache), "PROBE_SURVIVOR_FILE": survivor}
+                "PROBE_USER_CACHE": str(user_cache), "PROBE_SHM_FILE": str(shm),
+                "PROBE_SURVIVOR_NAME": f"ks-surv-{os.getpid() % 10000}-{len(labels)}"}
 
     def survived(got: dict | None, env: dict) -> None:
-        """A grandchild that still touches its file a second after the review: the survivor escape got through."""
-        path = env["PROBE_SURVIVOR_FILE"]
-        before = os.stat(path).st_mtime_ns if os.path.exists(path) else None
+        """A grandchild still running (by the name it gave itself) a second after the review: the survivor escape
+        got through; and a file the candidate left in /dev/shm for the next runner."""
         time.sleep(1.2)
-        alive = os.path.exists(path) and os.stat(path).st_mtime_ns != before
+        alive = named(env["PROBE_SURVIVOR_NAME"])
+        for pid in alive:
+            os.kill(pid, 9)
+        left = Path(env["PROBE_SHM_FILE"] + ".planted")
         if got and "survivor" in got:
-            got["survivor"] = {"ok": alive, "got": "still running after the review" if alive else "died with it"}
-        needle = f"PROBE_SURVIVOR_FILE={path}".encode()
-        for name in os.listdir("/proc"):  # and end it (found by its environment, never by a pid it wrote)
-            if name.isdigit() and int(name) != os.getpid():
-                try:
-                    with open(f"/proc/{name}/environ", "rb") as f:
-                        if needle in f.read().split(b"\0"):
-                            os.kill(int(name), 9)
-                except OSError:
-                    pass
-        if os.path.exists(path):
-            os.unlink(path)
+            got["survivor"] = {"ok": bool(alive), "got": "still running after the review" if alive else "died with it"}
+        if got and "shared_memory" in got:
+            got["shared_memory"]["left_for_the_next"] = left.exists()
+        left.unlink(missing_ok=True)
 
     plan = [("triton review", "triton", Sandbox()), ("cuda review", "cuda", Sandbox()),
             ("triton, sandbox off", "triton", Sandbox(network=False, filesystem=False, environment=False, user=False,
@@ -198,6 +211,7 @@ def probes(out: Path, device: str) -> dict:
     srv.shutdown()
     unix.close()
     shutil.rmtree(planted, ignore_errors=True)
+    shm.unlink(missing_ok=True)
     return runs
 
 

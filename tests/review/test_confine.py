@@ -171,53 +171,59 @@ def escapes(tmp_path, targets, monkeypatch):
     user_cache = tmp_path / "user-triton-cache"
     user_cache.mkdir()
     monkeypatch.setenv("TRITON_CACHE_DIR", str(user_cache))
-    survivor = Path(f"/dev/shm/kernelskill-test-survivor-{os.getpid()}-{tmp_path.name}")
+    neighbour = Path(f"/dev/shm/kernelskill-test-neighbour-{os.getpid()}-{tmp_path.name}")  # another runner's file
+    neighbour.write_text("a neighbour's file")
+    neighbour.chmod(0o644)
+    name = f"ks-surv-{os.getpid() % 10000}"
     yield {**targets, "PROBE_HARNESS_PID": str(os.getpid()), "PROBE_UNIX_SOCKET": path,
-           "PROBE_USER_CACHE": str(user_cache), "PROBE_SURVIVOR_FILE": str(survivor)}
+           "PROBE_USER_CACHE": str(user_cache), "PROBE_SURVIVOR_NAME": name, "PROBE_SHM_FILE": str(neighbour)}
     srv.close()
-    _kill_survivor(str(survivor))
-    survivor.unlink(missing_ok=True)
+    for pid in _named(name):
+        os.kill(pid, 9)
+    neighbour.unlink(missing_ok=True)
+    Path(f"{neighbour}.planted").unlink(missing_ok=True)
 
 
-def _kill_survivor(path: str) -> None:
-    """Kill the probe's grandchild where it outlived its review (the processes layer off). It writes its pid into
-    the file; that pid is taken only when it names a fork of a zygote (a pid from inside a PID namespace would name
-    another process here). Its environment cannot find it: a zygote's child sets its variables after the fork, and
-    /proc/<pid>/environ shows the zygote's (so survivors lived on, 2 minutes each, after every run of the suite)."""
-    try:
-        pid = int(Path(path).read_text().strip() or 0)
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            if b"kernelskill.review.zygote" in f.read() and pid != os.getpid():
-                os.kill(pid, 9)
-    except (OSError, ValueError):
-        pass
+def _named(name: str) -> list[int]:
+    """The processes whose name (/proc/<pid>/comm) is `name`: the probe's grandchild names itself so."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
 
 
-def _survives(path: str) -> bool:
-    """Whether something still touches `path` a second after the review ended."""
+def _survives(name: str) -> bool:
+    """Whether the probe's grandchild still runs a second after the review ended."""
     import time
 
-    before = os.stat(path).st_mtime_ns if os.path.exists(path) else None
     time.sleep(1.2)
-    return os.path.exists(path) and os.stat(path).st_mtime_ns != before
+    return bool(_named(name))
 
 
 @needs_landlock
 def test_a_same_uid_worker_reaches_no_process_socket_or_cache_of_the_user(tmp_path, escapes):
     got, result = probe(tmp_path, escapes)
     assert got["survivor"]["ok"]  # it did start its grandchild ...
-    assert not _survives(escapes["PROBE_SURVIVOR_FILE"])  # ... which died with the worker
+    assert not _survives(escapes["PROBE_SURVIVOR_NAME"])  # ... which died with the worker
     assert not got["harness_cmdline"]["ok"], got["harness_cmdline"]
     assert not got["unix_connect"]["ok"], got["unix_connect"]
     assert not got["user_cache"]["ok"] and not (Path(escapes["PROBE_USER_CACHE"]) / "planted.py").exists()
     assert got["pid"] == 2 and result.sandbox["processes"].state == "active"  # pid 1 is its init
+    # its /dev/shm is its own: another runner's file is not there, and what it left there went with it
+    assert not got["shared_memory"]["ok"] and "FileNotFoundError" in got["shared_memory"]["got"]
+    assert not Path(escapes["PROBE_SHM_FILE"] + ".planted").exists()
 
 
 @needs_landlock
 def test_with_the_processes_layer_off_a_grandchild_outlives_the_review_and_proc_shows_the_harness(tmp_path, escapes):
     got, result = probe(tmp_path, escapes, without("processes"))
-    assert _survives(escapes["PROBE_SURVIVOR_FILE"])
+    assert _survives(escapes["PROBE_SURVIVOR_NAME"])
     assert got["harness_cmdline"]["ok"], got["harness_cmdline"]
+    assert got["shared_memory"] == {"ok": True, "got": "a neighbour's file"}  # the machine's /dev/shm, shared
     assert result.sandbox["processes"].state == "off"
 
 

@@ -134,11 +134,15 @@ def process_namespace() -> str:
     return "PID namespace (in a user namespace)"
 
 
-def private_proc() -> None:
+SHM_BYTES = 1 << 30  # a runner's own /dev/shm: room for what a library keeps there, not for a second memory
+
+
+def private_mounts() -> None:
     """In the first process of a new PID namespace: keep mounts from leaking out, then mount a /proc that lists only
-    the processes of this namespace (no other process's command line or environment can be read). /proc/driver is
-    bound back in as it was: in a container, the GPU's runtime mounts its own view of /proc/driver/nvidia there,
-    which the CUDA driver reads at start-up."""
+    the processes of this namespace (no other process's command line or environment can be read) and an empty
+    /dev/shm of its own (another runner's files there are out of sight, and what this one leaves goes with it: the
+    tmpfs is gone once the namespace's last process is). /proc/driver is bound back in as it was: in a container,
+    the GPU's runtime mounts its own view of /proc/driver/nvidia there, which the CUDA driver reads at start-up."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     driver = os.open("/proc/driver", os.O_PATH | os.O_CLOEXEC) if os.path.isdir("/proc/driver") else None
     try:
@@ -148,6 +152,8 @@ def private_proc() -> None:
     finally:
         if driver is not None:
             os.close(driver)
+    if os.path.isdir("/dev/shm"):
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={SHM_BYTES}")
 
 
 # ----------------------------------------------------------------------------------------------------- private /tmp

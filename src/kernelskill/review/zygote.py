@@ -6,14 +6,16 @@ request. It never runs problem or candidate code, never initialises CUDA (a fork
 is non-dumpable, so its children cannot read it through /proc.
 
     harness (sandbox.WorkerProcess) --request + fds--> zygote --fork--> holder --fork--> pid 1 of a PID namespace
-                                    <--pid, exit code--                                  (private /proc, then
+                                    <--pid, exit code--                                  (private /proc and
+                                                                                          /dev/shm, then
                                                                                           confine.apply, then the
                                                                                           module it was asked for)
 
-The holder unshares a PID and a mount namespace and forks; its child is pid 1 there and mounts a /proc of its own,
-so a process the candidate starts (double fork included) dies with it, and no process outside is visible. The
-holder only waits and exits with pid 1's status. A layer that cannot be set up is reported to `confine.apply`,
-which fails the process closed unless the user turned that layer off.
+The holder unshares a PID and a mount namespace and forks; its child is pid 1 there and mounts a /proc and a
+/dev/shm of its own, so a process the candidate starts (double fork included) dies with it, no process outside is
+visible, and no other runner's files in /dev/shm either. The holder only waits and exits with pid 1's status. A
+layer that cannot be set up is reported to `confine.apply`, which fails the process closed unless the user turned
+that layer off.
 
 Requests arrive on a SOCK_SEQPACKET socket: one JSON message (module, args, env, cwd) with three descriptors
 (stdin, the output both stdout and stderr go to, and the result pipe, whose number in the child replaces
@@ -375,10 +377,10 @@ def _process_namespace(wanted: bool, result: int) -> dict:
         _hold(init, result, outside=True)
     bind_to_parent(0)  # pid 1 dies with the holder, and takes the namespace with it
     try:
-        osl.private_proc()
-        state = confine.layer("active", f"{how} with a /proc of its own")
+        osl.private_mounts()
+        state = confine.layer("active", f"{how} with a /proc and a /dev/shm of its own")
     except OSError as exc:
-        state = confine.layer("unavailable", f"{how}, but no /proc of its own: {exc}")
+        state = confine.layer("unavailable", f"{how}, but no /proc or /dev/shm of its own: {exc}")
     worker = os.fork()
     if worker:  # pid 1
         _hold(worker, result, outside=False)

@@ -73,24 +73,33 @@ def _user_cache():
 
 
 def _survivor():
-    # a grandchild in a session of its own, orphaned at once: it touches its file (its pid inside) every 0.2 s
+    # a grandchild in a session of its own, orphaned at once, named PROBE_SURVIVOR_NAME (the name /proc/<pid>/comm
+    # shows the harness); it sleeps for two minutes
+    import ctypes
     import time
 
-    path = os.environ["PROBE_SURVIVOR_FILE"]
     if os.fork() == 0:
+        ctypes.CDLL(None).prctl(15, os.environ["PROBE_SURVIVOR_NAME"].encode(), 0, 0, 0)  # PR_SET_NAME
         os.setsid()
         if os.fork() == 0:
-            for _ in range(600):
-                with open(path, "w") as f:
-                    f.write(str(os.getpid()))
-                time.sleep(0.2)
+            time.sleep(120)
         os._exit(0)
     os.wait()
     return "started"
 
 
+def _shared_memory():
+    # what another process left in /dev/shm, then a file of its own there for the next one
+    with open(os.environ["PROBE_SHM_FILE"]) as f:
+        got = f.read()
+    with open(os.environ["PROBE_SHM_FILE"] + ".planted", "w") as f:
+        f.write("left by the candidate")
+    return got
+
+
 OPTIONAL = {"harness_cmdline": ("PROBE_HARNESS_PID", _harness_cmdline), "unix_connect": ("PROBE_UNIX_SOCKET", _unix_connect),
-            "user_cache": ("PROBE_USER_CACHE", _user_cache), "survivor": ("PROBE_SURVIVOR_FILE", _survivor)}
+            "user_cache": ("PROBE_USER_CACHE", _user_cache), "survivor": ("PROBE_SURVIVOR_NAME", _survivor),
+            "shared_memory": ("PROBE_SHM_FILE", _shared_memory)}
 PROBES = {
     "read_secret": _try(_read_secret),
     "write_outside": _try(_write_outside),

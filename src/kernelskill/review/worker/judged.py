@@ -68,13 +68,14 @@ def outputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
 
 
 def inputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
-    """The judge's batch, made once (reference runner only, untimed): one input set per seed from get_inputs(),
-    written to one file. Both runners' `prepare` then loads the same file: the same work on both sides, which the
-    judge compares, and little of it (no problem code, one file), so that its noise hides no work of a candidate's."""
+    """The judge's batch, made once (reference runner only, untimed): one input set per seed from get_inputs(), drawn
+    in turn after the first seed (make_input_sets), written to one file. Both runners' `prepare` then loads the same
+    file: the same work on both sides, which the judge compares, and little of it (no problem code, one file), so
+    that its noise hides no work of a candidate's."""
     if role != "reference":
         raise ValueError("only the reference runner makes the batch's inputs")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    written = write_outputs(Path(out_dir) / BATCH_INPUTS, [w.make_inputs(seed) for seed in seeds])
+    written = write_outputs(Path(out_dir) / BATCH_INPUTS, w.make_input_sets(seeds[0], len(seeds)) if seeds else [])
     return {"bytes": written}
 
 

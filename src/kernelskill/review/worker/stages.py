@@ -87,6 +87,32 @@ class Worker:
         self.inputs_s += time.perf_counter() - start  # the problem's own cost, inside the stages' seconds
         return values
 
+    def make_input_sets(self, seed: int, count: int) -> list[list]:
+        """`count` input sets from get_inputs(), drawn one after another from generators seeded once with `seed`, on
+        the device (the judge's batch: one runner makes them all and hands them on, so no set needs a seed of its
+        own, and thousands of small sets cost no reseeding each); the RNG is re-seeded after, as make_inputs does."""
+        from kernelskill.problem import call_entry
+
+        start = time.perf_counter()
+        sets = None
+        if self.device.type == "cuda" and self.on_device_inputs:
+            random.seed(seed)
+            self.torch.manual_seed(seed)
+            try:
+                with self.device:
+                    sets = [call_entry(self.problem, self.loaded.get_inputs, "get_inputs") for _ in range(count)]
+            except Exception:  # noqa: BLE001 - the problem's code, not the candidate's: retried on the CPU below
+                self.on_device_inputs = False
+        if sets is None:
+            random.seed(seed)
+            self.torch.manual_seed(seed)
+            sets = [call_entry(self.problem, self.loaded.get_inputs, "get_inputs") for _ in range(count)]
+        self.torch.manual_seed(random.SystemRandom().getrandbits(63))
+        random.seed(random.SystemRandom().getrandbits(63))
+        sets = [[v.to(self.device) if isinstance(v, self.torch.Tensor) else v for v in values] for values in sets]
+        self.inputs_s += time.perf_counter() - start
+        return sets
+
     def copy_args(self, args: list) -> list:
         return [a.clone() if isinstance(a, self.torch.Tensor) else a for a in args]
 

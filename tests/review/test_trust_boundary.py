@@ -131,6 +131,22 @@ def test_a_candidate_never_shares_its_runner(tmp_path):
     assert second.correct, second.error
 
 
+def test_what_a_candidate_plants_in_its_caches_never_reaches_the_reference_runner(tmp_path, monkeypatch):
+    from kernelskill.review.confine import CACHE_VARS
+    from kernelskill.review.sandbox import clean_environment
+
+    monkeypatch.setenv("KERNELSKILL_SANDBOX_CACHE", str(tmp_path / "sandbox-caches"))  # none planted before
+    result = run_review(P01, "attacks/plant_cache.py", tmp_path / "a", rules="kernelbench", guards=_guards())
+    assert result.correct, result.error
+
+    def planted(reference: bool) -> list[str]:
+        env = clean_environment(interpret=True, reference=reference)  # the runners' caches, as the review names them
+        return [name for name in CACHE_VARS if (Path(env[name]) / "planted-by-a-candidate").exists()]
+
+    assert planted(reference=False)  # the plant took, in the caches candidates share ...
+    assert planted(reference=True) == []  # ... and none of it is where the reference runner looks
+
+
 def test_a_source_nested_too_deeply_is_a_compile_error_not_a_crash(tmp_path):
     from kernelskill.candidate import parse_candidate
 

@@ -7,20 +7,17 @@ Five layers, each reported as active (with the mechanism), off (turned off by th
 - network: no socket but AF_UNIX (a review worker or the profiler's driver: none at all). A new network namespace
   where the kernel permits one (root, or unprivileged user namespaces), else a seccomp filter on socket(), else
   Landlock's TCP rules (bind and connect only; ABI 4); the seccomp filter on socket() itself for no socket at all.
-- filesystem (Landlock): write only the process's scratch folder (its HOME and TMPDIR point there) and the build and
-  JIT caches; read only the Python installation and import path, system libraries and toolchains, the CUDA toolkit,
-  /proc, /sys and the GPU's device files. Not the user's home, not other run folders, not /etc beyond what the
-  dynamic linker and user lookups read. Logs are written by the harness, so log folders need no access.
+- filesystem (Landlock): write only the process's scratch folder (its HOME and TMPDIR point there), /dev/shm and
+  the build and JIT caches (the sandbox's, never the user's; a reference runner's are a set no candidate's runner
+  is granted); read only the Python installation and import path, system libraries and toolchains, the CUDA
+  toolkit, /proc, /sys and the GPU's device files. Not the user's home, not other run folders, not /etc beyond what
+  the dynamic linker and user lookups read.
 - user: a harness running as root drops the worker to uid/gid 65534 (nobody) where everything the worker reads is
   reachable for that user. Where it cannot (Python under /root) or need not (an ordinary user), the worker keeps
   the harness's uid without capabilities, and the layer holds only when the others hold what a uid of its own
-  would: Landlock (no file of the user's outside the sandbox), its own PID namespace (no other process in sight)
-  and a filter that refuses connect() (no server of the user's: tmux, ssh-agent, docker). Its JIT caches are
-  the sandbox's own (`KERNELSKILL_SANDBOX_CACHE`) in every case, never the user's, which unsandboxed programs load.
-- processes (review workers, started by the zygote): a PID namespace of its own, pid 1 being the worker, and a
-  /proc that lists only its processes. Whatever the candidate starts dies with the worker; no other process's
-  command line or environment can be read.
-
+  would: Landlock, its own PID namespace and a filter that refuses connect() (no tmux, ssh-agent or docker server).
+- processes (review workers, started by the zygote): a PID namespace of its own, pid 1 being the worker, with a
+  /proc that lists only its processes and an empty /dev/shm: whatever the candidate starts or leaves dies with it.
 A layer the settings ask for that cannot be put in place stops the process before any candidate code runs
 (`Unconfined`, with what to do and the explicit opt-out); a layer is never silently dropped.
 
@@ -82,9 +79,10 @@ def allowed_variable(name: str, value: str) -> bool:
 
 
 def environment(extra: dict[str, str] | None, interpret: bool, sandbox, mode: str = "worker",
-                read: list[str] | None = None, write: list[str] | None = None) -> dict[str, str]:
+                read: list[str] | None = None, write: list[str] | None = None,
+                reference: bool = False) -> dict[str, str]:
     """The environment of a sandboxed process, with its spec (`SPEC_VAR`) in it. `sandbox` is the settings'
-    `Sandbox`; `extra` comes from the caller and is trusted (CUDA_VISIBLE_DEVICES, a test's own variables)."""
+    `Sandbox`; `extra` comes from the caller, trusted (CUDA_VISIBLE_DEVICES); `reference`: a reference runner's."""
     layers = {name: bool(getattr(sandbox, name)) for name in LAYERS}
     layers["processes"] = layers["processes"] and mode == "worker"  # only the zygote's children get a PID namespace
     if layers["environment"]:
@@ -105,7 +103,7 @@ def environment(extra: dict[str, str] | None, interpret: bool, sandbox, mode: st
     env["PYTHONUSERBASE"] = os.environ.get("PYTHONUSERBASE") or site.getuserbase()  # HOME changes below
     shared_caches = None
     try:
-        env.update(_caches(drop is not None))
+        env.update(_caches(drop is not None, reference=reference))
     except OSError as exc:  # no folder of the sandbox's own for its caches: the user's, and the user layer says so
         shared_caches = f"no cache folder of the sandbox's own ({exc}); set KERNELSKILL_SANDBOX_CACHE to a folder"
         if drop:
@@ -175,24 +173,26 @@ def sandbox_cache_root(uid: int = SANDBOX_UID) -> Path:
     return Path(chosen) / str(uid) if chosen else Path(f"/var/tmp/kernelskill-sandbox-{uid}")
 
 
-def _caches(dropped: bool, own: bool = True) -> dict[str, str]:
+def _caches(dropped: bool, own: bool = True, reference: bool = False) -> dict[str, str]:
     """The build and JIT caches, named explicitly (HOME points into the scratch folder). A worker dropped to
-    nobody gets a build cache of its own: root's stays root's, and nobody cannot reach a home of mode 0700 anyway.
-    The JIT caches (Triton, Inductor, torch extensions, the CUDA driver's) are the sandbox's in every case (`own`
-    False: the user's, for `kernelskill doctor` to list): the user's own programs load from the user's, so a
-    candidate that wrote there would run later, unconfined."""
+    nobody gets a build cache of its own. The JIT caches (Triton, Inductor, torch extensions, the CUDA driver's)
+    are the sandbox's in every case (`own` False: the user's, for `kernelskill doctor`): the user's programs load
+    from the user's. A reference runner's (`reference`) are a set no candidate's runner is granted: a compiled
+    module a candidate planted (Triton loads its launchers from its cache) would run where the judge's trusted
+    outputs and times come from."""
     from kernelskill.review.cuda import cache as build_cache
 
-    if dropped or own:
+    if dropped or own or reference:
         uid, gid = (SANDBOX_UID, SANDBOX_GID) if dropped else (os.geteuid(), os.getegid())
-        base = sandbox_cache_root(uid)
-        caches = {"KERNELSKILL_CACHE": base / "kernelskill" if dropped else build_cache.root(),
+        base = sandbox_cache_root(uid) / ("reference" if reference else "")
+        own_build = dropped or reference  # a build cache of the runner's own, not the user's
+        caches = {"KERNELSKILL_CACHE": base / "kernelskill" if own_build else build_cache.root(),
                   "TORCH_EXTENSIONS_DIR": base / "torch_extensions" / _torch_build_folder(),
                   "TRITON_CACHE_DIR": base / "triton", "CUDA_CACHE_PATH": base / "nv",
                   "TORCHINDUCTOR_CACHE_DIR": base / "inductor"}
         _owned_folder(base, uid, gid)
         for name, path in caches.items():
-            if name != "KERNELSKILL_CACHE" or dropped:
+            if name != "KERNELSKILL_CACHE" or own_build:
                 _owned_folder(Path(path), uid, gid)
         return {k: str(v) for k, v in caches.items()}
     import getpass

@@ -114,8 +114,9 @@ def review(
     seeds = _seeds(settings)  # one draw for both runners: Model and ModelNew are built after the same seed
     say("reference runner")
     ref_began = time.perf_counter()
+    ref_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox, reference=True)
     ref_outcome = run_worker(_request(problem, nothing, settings, device, "none", seeds, mode="reference", judged=True),
-                             timeouts, log_dir / "reference.log", worker_env, reuse=settings.reuse_worker)
+                             timeouts, log_dir / "reference.log", ref_env, reuse=settings.reuse_worker)
     ref_run, ref_worker = None, ref_outcome.worker
     if ref_worker is None:
         return _reference_failed(base, ref_outcome, log_dir / "reference.log", time.perf_counter() - start)

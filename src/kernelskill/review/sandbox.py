@@ -52,14 +52,16 @@ MAX_IDLE_WORKERS = 4  # idle workers kept across all environments (each holds a 
 IDLE_SECONDS = 120  # an idle worker or spare of another environment unused this long is stopped (its phase is over)
 
 
-def clean_environment(extra: dict[str, str] | None = None, interpret: bool = False, sandbox=None) -> dict[str, str]:
+def clean_environment(extra: dict[str, str] | None = None, interpret: bool = False, sandbox=None,
+                      reference: bool = False) -> dict[str, str]:
     """A worker's environment: allowlisted, with the sandbox's spec (`sandbox`: the settings' Sandbox, default from
-    KERNELSKILL_SANDBOX). The worker imports this very package, also when it runs from a source checkout."""
+    KERNELSKILL_SANDBOX). The worker imports this very package, also when it runs from a source checkout.
+    `reference`: a reference runner's (caches no candidate's runner can reach)."""
     if sandbox is None:
         from kernelskill.settings import Sandbox
 
         sandbox = Sandbox.from_env()
-    return confine.environment(extra, interpret, sandbox)
+    return confine.environment(extra, interpret, sandbox, reference=reference)
 
 
 @dataclass

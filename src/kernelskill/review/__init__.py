@@ -7,7 +7,8 @@ The trust boundary. Code that has run problem or candidate code is never trusted
         │  seeds it draws ──► files it reads back (exchange.py: no pickle), its own clock, its own deadlines
         ├── reference runner   the problem's code only; times the reference and writes its outputs, all before
         │                      any candidate code runs; then idle until the candidate runner is dead, when it
-        │                      runs the batch the candidate ran (seconds apart: the same machine load)
+        │                      runs the batch the candidate ran (seconds apart: the same machine load); its
+        │                      build and JIT caches are a set no candidate runner may write (confine._caches)
         └── candidate runner   fresh per candidate, confined; its own stages are hints that can only lower the
                                verdict; then the judge's trials and a batch on seeds it learns only then; killed
 
@@ -38,7 +39,8 @@ A map of the package, in the order a review goes through it:
   environment by confined.py, which also runs one-off confined children), each pid 2 under an init of
   a PID namespace of its own, with a clean environment, judge-owned time limits, logs capped as they arrive, and a
   crash or hang that costs one candidate, never the run; their confinement (confine.py, with the Linux calls in
-  confine_os.py): no sockets, Landlock on the filesystem, an environment allowlist, not root, resource limits;
+  confine_os.py): no sockets, Landlock on the filesystem, an environment allowlist, not root, resource limits,
+  a /proc and a /dev/shm of its own;
   a layer that cannot be applied stops the review. ncu and the program it profiles are confined together by
   confine_ncu.py.
 - the problem probe (probe.py): the one place problem code runs outside a review, a confined zygote child that

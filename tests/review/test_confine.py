@@ -549,6 +549,40 @@ def test_a_zygote_is_shared_by_its_import_variables_and_shows_its_children_no_ot
     assert b"KS_FIRST_ONLY" not in shown and b"KS_SECOND_ONLY" not in shown, sorted(shown)
 
 
+def test_a_zygote_handed_out_is_not_closed_by_another_callers_eviction(tmp_path, monkeypatch):
+    """Between taking a zygote and spawning from it, a caller's zygote has no child yet; another caller's zygote
+    past the cap must not close it then (on the H100, 12 parallel builds and probes lost 72 of 100 problem probes
+    that way: "the zygote is gone"). The reference runner's caches differ from the candidate's, and they share a
+    zygote all the same."""
+    import uuid
+
+    from kernelskill.review import confined
+    from kernelskill.review.confined import run_confined, zygote_for, zygote_key
+    from kernelskill.review.sandbox import clean_environment
+    from kernelskill.review.zygote import RESULT_FD
+
+    monkeypatch.setenv("KERNELSKILL_SANDBOX", "off")
+    monkeypatch.setattr(confined, "MAX_ZYGOTES", 1)
+    (tmp_path / "ks_exit_probe.py").write_text("import os, sys\nos.write(int(sys.argv[1]), b'ran')\n")
+    src = str(Path(confine.__file__).resolve().parents[2])
+
+    def env(tag: str, reference: bool = False):
+        return clean_environment({"KERNELSKILL_TEST_TAG": tag, "PYTHONPATH": f"{src}:{tmp_path}"},
+                                 reference=reference)
+
+    first, other = env(uuid.uuid4().hex), env(uuid.uuid4().hex)
+    assert zygote_key(first) == zygote_key(env(dict(first)["KERNELSKILL_TEST_TAG"], reference=True))
+    taken = zygote_for(first, reserve=True)  # a caller about to spawn from it
+    try:
+        zygote_for(other)  # past the cap: the least recently used idle zygote goes
+        assert taken.alive(), "a zygote handed out for a spawn was closed under its caller"
+        done = run_confined("ks_exit_probe", [RESULT_FD], first, timeout=120)
+        assert done.code == 0 and done.result == b"ran", done.output.decode(errors="replace")
+    finally:
+        taken.handed -= 1
+        taken.close()
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping root needs root")
 def test_a_process_that_drops_root_still_dies_with_its_parent():
     """The kernel clears the parent-death signal when a process's uid changes; a runner that dropped root must still

@@ -19,21 +19,27 @@ from kernelskill.review.processes import kill_tree
 from kernelskill.review.zygote import MAX_ZYGOTES, Zygote
 
 _ZYGOTES: dict[tuple, Zygote] = {}
+# read by children only, never by a module as it is imported: the spec, and the caches (the reference runner's
+# differ from the candidate's, and one zygote serves both)
+KEYLESS = {confine.SPEC_VAR, *confine.CACHE_VARS}
 _ZYGOTES_LOCK = threading.Lock()
 
 
 def zygote_key(env: dict[str, str]) -> tuple:
     """What keeps zygotes apart: the variables the modules a zygote preloads may read as they are imported (those on
-    the sandbox's allowlist: torch's, Triton's, CUDA's, OpenMP's, Python's, the toolchain's), less the sandbox's
-    spec, which only the children read. A child is handed its whole environment anyway; a variable a caller adds
+    the sandbox's allowlist: torch's, Triton's, CUDA's, OpenMP's, Python's, the toolchain's), less KEYLESS, which
+    only the children read. A child is handed its whole environment anyway; a variable a caller adds
     for the child alone needs no zygote of its own, and a zygote costs seconds of CPU to start (in the test suite,
     each sandbox probe's own variables started one)."""
-    return tuple(sorted((k, v) for k, v in env.items() if k != confine.SPEC_VAR and confine.allowed_variable(k, v)))
+    return tuple(sorted((k, v) for k, v in env.items()
+                        if k not in KEYLESS and confine.allowed_variable(k, v)))
 
 
-def zygote_for(env: dict[str, str]) -> Zygote:
+def zygote_for(env: dict[str, str], reserve: bool = False) -> Zygote:
     """The running zygote of this environment, started (or started again, when it died) on first use. Past
-    MAX_ZYGOTES, the least recently used ones with no child alive are stopped (each holds torch in memory)."""
+    MAX_ZYGOTES, the least recently used ones with no child alive are stopped (each holds torch in memory).
+    `reserve`: the caller spawns from it next, and until that spawn returns the zygote is not idle (another
+    caller's eviction closed zygotes between the two on the H100: 72 of 100 problem probes of a bench failed)."""
     key = zygote_key(env)
     stale: list[Zygote] = []
     with _ZYGOTES_LOCK:
@@ -42,9 +48,12 @@ def zygote_for(env: dict[str, str]) -> Zygote:
             if zygote is not None:
                 stale.append(zygote)
             scratch = Path(tempfile.mkdtemp(prefix="kernelskill-zygote-"))
-            # started with just those variables: a child's /proc/self/environ is the zygote's, and shows no more
-            zygote = Zygote(dict(key), scratch)
+            # started with just those variables (a child's /proc/self/environ is the zygote's, and shows no more) and
+            # this caller's caches, for anything its own start compiles (never a candidate's code)
+            zygote = Zygote({**dict(key), **{k: env[k] for k in confine.CACHE_VARS if k in env}}, scratch)
         _ZYGOTES[key] = zygote  # last: the most recently used
+        if reserve:
+            zygote.handed += 1  # not idle until its spawn returns (Zygote.spawn): no eviction below closes it
         for other_key, other in list(_ZYGOTES.items())[:-1]:
             if len(_ZYGOTES) <= MAX_ZYGOTES:
                 break
@@ -79,7 +88,7 @@ def run_confined(module: str, args: list[str], env: dict[str, str], timeout: flo
     result_r, result_w = os.pipe()
     out_r, out_w = os.pipe()
     try:
-        child = zygote_for(env).spawn(module, args, child_env, str(scratch), stdin_r, out_w, result_w)
+        child = zygote_for(env, reserve=True).spawn(module, args, child_env, str(scratch), stdin_r, out_w, result_w)
     except BaseException:
         for fd in (stdin_w, result_r, out_r):
             os.close(fd)

@@ -102,8 +102,8 @@ class WorkerProcess:
         self.output_fd, output_w = os.pipe()
         os.set_blocking(self.output_fd, False)
         try:
-            self.proc = zygote_for(env).spawn("kernelskill.review.worker", [RESULT_FD, "0", device], self.env,
-                                              str(self.scratch), stdin_r, output_w, write_fd)
+            self.proc = zygote_for(env, reserve=True).spawn("kernelskill.review.worker", [RESULT_FD, "0", device],
+                                                            self.env, str(self.scratch), stdin_r, output_w, write_fd)
         except BaseException:
             for fd in (stdin_w, self.read_fd, self.output_fd):
                 os.close(fd)

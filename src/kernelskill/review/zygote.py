@@ -68,6 +68,7 @@ class Zygote:
         self._answers: list[dict] = []
         self._exits: dict[int, int] = {}
         self._live: set[int] = set()  # children started and not yet seen to exit
+        self.handed = 0  # callers given this zygote (confined.zygote_for) whose spawn has not returned yet
         self._changed = threading.Condition()
         try:
             with open(self.log, "ab") as log:
@@ -106,8 +107,9 @@ class Zygote:
         return self.proc.poll() is None
 
     def children(self) -> int:
+        """Children alive, and children about to be asked for (a zygote handed out is not idle)."""
         with self._changed:
-            return len(self._live)
+            return len(self._live) + self.handed
 
     def spawn(self, module: str, args: list[str], env: dict[str, str], cwd: str, stdin: int, output: int,
               result: int) -> "Child":
@@ -116,19 +118,23 @@ class Zygote:
             raise ZygoteError("the request is too large for the zygote")
         with self._lock:
             try:
-                socket.send_fds(self.sock, [request], [stdin, output, result])
-            except OSError as exc:
-                raise ZygoteError(f"the zygote is gone ({exc})") from None
-            deadline = time.monotonic() + START_TIMEOUT_S
-            with self._changed:
-                while not self._answers:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise ZygoteError(f"the zygote did not answer within {START_TIMEOUT_S:.0f} s")
-                    self._changed.wait(remaining)
-                answer = self._answers.pop(0)
-                if "pid" in answer and int(answer["pid"]) not in self._exits:
-                    self._live.add(int(answer["pid"]))
+                try:
+                    socket.send_fds(self.sock, [request], [stdin, output, result])
+                except OSError as exc:
+                    raise ZygoteError(f"the zygote is gone ({exc})") from None
+                deadline = time.monotonic() + START_TIMEOUT_S
+                with self._changed:
+                    while not self._answers:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            raise ZygoteError(f"the zygote did not answer within {START_TIMEOUT_S:.0f} s")
+                        self._changed.wait(remaining)
+                    answer = self._answers.pop(0)
+                    if "pid" in answer and int(answer["pid"]) not in self._exits:
+                        self._live.add(int(answer["pid"]))
+            finally:
+                with self._changed:  # its child, if it started, now counts instead
+                    self.handed = max(0, self.handed - 1)
         if "pid" not in answer:
             raise ZygoteError(f"the zygote could not start the process: {answer.get('error')} (its log: {self.log})")
         return Child(self, int(answer["pid"]))

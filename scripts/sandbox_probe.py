@@ -60,18 +60,6 @@ def probe_source(candidate: Path) -> str:
     return text[:text.index(END_OF_PROBE)] + "\n" + candidate.read_text()
 
 
-def named(name: str) -> list[int]:
-    """The processes whose name (/proc/<pid>/comm) is `name`."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
-                found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def parse_probe(text: str) -> dict | None:
     for line in text.splitlines():
         at = line.find("sandbox-probe: ")
@@ -109,6 +97,7 @@ def probes(out: Path, device: str) -> dict:
     from kernelskill.settings import Sandbox
 
     from kernelskill.review.confine import NCU_PORTS
+    from kernelskill.review.processes import named
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
     while srv.server_address[1] in NCU_PORTS:  # the ports a profiled program may still reach without a namespace

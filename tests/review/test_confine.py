@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernelskill.review import confine, confine_os
+from kernelskill.review.processes import named
 from kernelskill.settings import Sandbox
 from tests.conftest import DATA, process_running
 
@@ -178,22 +179,10 @@ def escapes(tmp_path, targets, monkeypatch):
     yield {**targets, "PROBE_HARNESS_PID": str(os.getpid()), "PROBE_UNIX_SOCKET": path,
            "PROBE_USER_CACHE": str(user_cache), "PROBE_SURVIVOR_NAME": name, "PROBE_SHM_FILE": str(neighbour)}
     srv.close()
-    for pid in _named(name):
+    for pid in named(name):
         os.kill(pid, 9)
     neighbour.unlink(missing_ok=True)
     Path(f"{neighbour}.planted").unlink(missing_ok=True)
-
-
-def _named(name: str) -> list[int]:
-    """The processes whose name (/proc/<pid>/comm) is `name`: the probe's grandchild names itself so."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
-                found.append(int(pid))
-        except OSError:
-            pass
-    return found
 
 
 def _survives(name: str) -> bool:
@@ -201,7 +190,7 @@ def _survives(name: str) -> bool:
     import time
 
     time.sleep(1.2)
-    return bool(_named(name))
+    return bool(named(name))
 
 
 @needs_landlock

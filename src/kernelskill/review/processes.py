@@ -77,3 +77,16 @@ def describe_exit(returncode: int | None) -> str:
             name = f"signal {-returncode}"
         return f"the worker process died with {name}"
     return f"the worker process exited with code {returncode} before reporting a result"
+
+
+def named(name: str) -> list[int]:
+    """The processes whose name (/proc/<pid>/comm) is `name`: how a check finds a process that gave itself one."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == name:
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found

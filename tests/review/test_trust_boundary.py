@@ -135,16 +135,28 @@ def test_what_a_candidate_plants_in_its_caches_never_reaches_the_reference_runne
     from kernelskill.review.confine import CACHE_VARS
     from kernelskill.review.sandbox import clean_environment
 
-    monkeypatch.setenv("KERNELSKILL_SANDBOX_CACHE", str(tmp_path / "sandbox-caches"))  # none planted before
-    result = run_review(P01, "attacks/plant_cache.py", tmp_path / "a", rules="kernelbench", guards=_guards())
+    import shutil
+    import tempfile
+
+    caches = Path(tempfile.mkdtemp(prefix="kernelskill-plant-"))  # none planted before; a runner dropped to
+    caches.chmod(0o755)  # nobody must reach it (pytest's own folders are the harness user's alone)
+    monkeypatch.setenv("KERNELSKILL_SANDBOX_CACHE", str(caches))
+    try:
+        result = run_review(P01, "attacks/plant_cache.py", tmp_path / "a", rules="kernelbench", guards=_guards())
+    except BaseException:
+        shutil.rmtree(caches, ignore_errors=True)
+        raise
     assert result.correct, result.error
 
     def planted(reference: bool) -> list[str]:
         env = clean_environment(interpret=True, reference=reference)  # the runners' caches, as the review names them
         return [name for name in CACHE_VARS if (Path(env[name]) / "planted-by-a-candidate").exists()]
 
-    assert planted(reference=False)  # the plant took, in the caches candidates share ...
-    assert planted(reference=True) == []  # ... and none of it is where the reference runner looks
+    try:
+        assert planted(reference=False)  # the plant took, in the caches candidates share ...
+        assert planted(reference=True) == []  # ... and none of it is where the reference runner looks
+    finally:
+        shutil.rmtree(caches, ignore_errors=True)
 
 
 def test_a_source_nested_too_deeply_is_a_compile_error_not_a_crash(tmp_path):

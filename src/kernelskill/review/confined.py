@@ -53,7 +53,7 @@ def zygote_for(env: dict[str, str], reserve: bool = False) -> Zygote:
             zygote = Zygote({**dict(key), **{k: env[k] for k in confine.CACHE_VARS if k in env}}, scratch)
         _ZYGOTES[key] = zygote  # last: the most recently used
         if reserve:
-            zygote.handed += 1  # not idle until its spawn returns (Zygote.spawn): no eviction below closes it
+            zygote.reserve()  # not idle until its spawn returns: no eviction below closes it
         for other_key, other in list(_ZYGOTES.items())[:-1]:
             if len(_ZYGOTES) <= MAX_ZYGOTES:
                 break

@@ -106,6 +106,11 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def reserve(self) -> None:
+        """A caller will spawn from this zygote next: until that spawn returns, it is not idle."""
+        with self._changed:
+            self.handed += 1
+
     def children(self) -> int:
         """Children alive, and children about to be asked for (a zygote handed out is not idle)."""
         with self._changed:

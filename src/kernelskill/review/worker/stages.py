@@ -63,34 +63,14 @@ class Worker:
     # inputs -------------------------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list:
         """Inputs from get_inputs() under `seed`, on the device; the RNG is re-seeded after so it reveals nothing."""
-        from kernelskill.problem import call_entry
-
-        start = time.perf_counter()
-        values = None
-        random.seed(seed)  # a get_inputs() drawing from Python's generator too gives the same inputs in every runner
-        if self.device.type == "cuda" and self.on_device_inputs:
-            # Made on the GPU (factory calls default to it), not on the CPU and copied: seconds less per input set
-            # for large problems. A get_inputs() that needs the CPU falls back to the CPU for the whole review.
-            self.torch.manual_seed(seed)
-            try:
-                with self.device:
-                    values = call_entry(self.problem, self.loaded.get_inputs, "get_inputs")
-            except Exception:  # noqa: BLE001 - the problem's code, not the candidate's: retried on the CPU below
-                self.on_device_inputs = False
-        if values is None:
-            random.seed(seed)
-            self.torch.manual_seed(seed)
-            values = call_entry(self.problem, self.loaded.get_inputs, "get_inputs")
-        self.torch.manual_seed(random.SystemRandom().getrandbits(63))
-        random.seed(random.SystemRandom().getrandbits(63))
-        values = [v.to(self.device) if isinstance(v, self.torch.Tensor) else v for v in values]
-        self.inputs_s += time.perf_counter() - start  # the problem's own cost, inside the stages' seconds
-        return values
+        return self.make_input_sets(seed, 1)[0]
 
     def make_input_sets(self, seed: int, count: int) -> list[list]:
         """`count` input sets from get_inputs(), drawn one after another from generators seeded once with `seed`, on
         the device (the judge's batch: one runner makes them all and hands them on, so no set needs a seed of its
-        own, and thousands of small sets cost no reseeding each); the RNG is re-seeded after, as make_inputs does."""
+        own, and thousands of small sets cost no reseeding each); the RNG is re-seeded after so it reveals nothing.
+        Made on the GPU (factory calls default to it), not on the CPU and copied: seconds less per input set for
+        large problems. A get_inputs() that needs the CPU falls back to the CPU for the whole review."""
         from kernelskill.problem import call_entry
 
         start = time.perf_counter()
@@ -110,7 +90,7 @@ class Worker:
         self.torch.manual_seed(random.SystemRandom().getrandbits(63))
         random.seed(random.SystemRandom().getrandbits(63))
         sets = [[v.to(self.device) if isinstance(v, self.torch.Tensor) else v for v in values] for values in sets]
-        self.inputs_s += time.perf_counter() - start
+        self.inputs_s += time.perf_counter() - start  # the problem's own cost, inside the stages' seconds
         return sets
 
     def copy_args(self, args: list) -> list:

@@ -115,6 +115,19 @@ def test_reference_is_timed_where_the_candidate_never_ran(tmp_path):
     assert off.correct and not any(f.startswith("reference_slowed") for f in off.flags)
 
 
+def test_the_compile_baseline_is_timed_where_the_candidate_never_ran(tmp_path, fresh_inductor_cache):
+    settings = dict(rules="kernelbench", warmup=2, iters=10, reverify_above=1e9, baseline="compile")
+    on = run_review(P01, "attacks/compile_sabotage.py", tmp_path / "on", guards=_guards(integrity=False),
+                    **settings)
+    assert on.correct, on.error
+    off = run_review(P01, "attacks/compile_sabotage.py", tmp_path / "off",
+                     guards=_guards(integrity=False, judge=False), **settings)
+    assert off.correct and off.timing.compiled_reference.median_ms >= 5.0  # the wrapper's sleep, timed as torch.compile
+    assert on.timing.compiled_reference.median_ms < off.timing.compiled_reference.median_ms / 3, (
+        on.timing.compiled_reference, off.timing.compiled_reference)
+    assert on.speedup_vs_compile < off.speedup_vs_compile / 3
+
+
 def test_stage_announcements_do_not_extend_the_time_limit(tmp_path):
     limits = StageTimeouts(load=60, compile=60, verify=4, time=4)
     start = time.monotonic()

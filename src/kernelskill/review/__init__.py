@@ -13,7 +13,8 @@ The trust boundary. Code that has run problem or candidate code is never trusted
                                verdict; then the judge's trials and a batch on seeds it learns only then; killed
 
 The verdict is correct only when the judge's comparisons pass; the reference's time is the reference runner's
-(the candidate runner's may be at most 5% slower); the candidate's event time is bounded by the judge's clock over
+(the candidate runner's may be at most 5% slower), and so is torch.compile(Model)'s with `--baseline compile`
+(compiled and timed only there); the candidate's event time is bounded by the judge's clock over
 the batch (judge.py says how), and where it is not confirmed both sides are put at their pace in that batch; a
 batch far slower than its claimed pace is cut at a limit of the judge's (verdict: timeout). While either batch runs,
 the builds of later candidates are stopped (quiet.py), so a host-bound kernel's pace is not the compilers'. The

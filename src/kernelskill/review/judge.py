@@ -38,7 +38,7 @@ from kernelskill.review.compare import compare_outputs
 from kernelskill.review.exchange import BATCH_INPUTS, BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, read_outputs
 from kernelskill.review.quiet import BUILDS
 from kernelskill.review.worker.checks import map_tensors
-from kernelskill.review.results import JudgeBatch, Mismatch, TimingResult, TimingStats
+from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, TimingResult, TimingStats
 from kernelskill.review.wire import Command
 
 JUDGE_TRIALS = 3  # trials on seeds only the judge knew
@@ -73,6 +73,10 @@ class ReferenceRun:
     batch_seeds: list[int]
     stats: TimingStats | None = None  # the reference timed in the reference runner
     host_ms: float | None = None  # its median host time to enqueue one call
+    compiled: TimingStats | None = None  # torch.compile(Model), timed beside it (`--baseline compile`)
+    compiled_host_ms: float | None = None
+    compile_warmup: CompileWarmup | None = None  # the compile's first call, before the loop
+    compile_error: str | None = None  # why there is no compile baseline
     batch_walls: dict[str, float] = field(default_factory=dict)  # the batch's parts, by the judge's clock
     output_bytes: int = 0  # one call's outputs
     input_bytes: int = 0  # one call's inputs
@@ -139,6 +143,9 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
         return run
     run.stats = _stats(info.get("reference"))
     run.host_ms = info.get("host_ms")
+    run.compiled, run.compiled_host_ms = _stats(info.get("compiled_reference")), info.get("compiled_host_ms")
+    run.compile_warmup = CompileWarmup.model_validate(info["compile_warmup"]) if info.get("compile_warmup") else None
+    run.compile_error = info.get("compile_error")
     if run.stats is None:
         run.error = "the reference runner's timing was not usable"
         return run
@@ -440,20 +447,41 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     result = TimingResult.of(ref_stats, cand, **fields)
     if result.noisy:  # the noise verdict is the judge's, on the figures it kept; the runner's says nothing
         flags.append(f"noisy_timing: {result.noisy_reason}")
-    if timing.compiled_reference is not None:  # the runner's figure: a hint, bounded like the candidate's
-        compiled = _stats(timing.compiled_reference.model_dump())
-        if compiled is not None:
-            result.compiled_reference = compiled
-            result.compile_warmup = timing.compile_warmup
-            result.speedup_vs_compile = min(compiled.mean_ms / cand.mean_ms,
-                                            timing.speedup_vs_compile or math.inf)
-            result.speedup_vs_compile_host_paced = timing.speedup_vs_compile_host_paced
+    flags += compile_baseline(result, ref, timing)
     batch = JudgeBatch(calls=calls, reference_calls=len(ref.batch_seeds),
                        reference_s={k: round(v, 6) for k, v in ref.batch_walls.items()},
                        candidate_s={k: round(v, 6) for k, v in walls.items()}, overhead_us=round(overhead_s * 1e6, 1),
                        reference_pace_us=round(ref_pace_s * 1e6, 3), candidate_pace_us=round(wall_call_s * 1e6, 3),
                        claimed_us=round(claimed_s * 1e6, 3), confirmed=confirmed)
     return result, flags, batch
+
+
+def compile_baseline(result: TimingResult, ref: ReferenceRun, timing: TimingResult) -> list[str]:
+    """The speedup over torch.compile(Model) (`--baseline compile`) into `result`, and its flags: the compiled
+    reference as the reference runner timed it, beside the reference, against the candidate's bounded time. The
+    candidate runner never compiles it (a process that ran the candidate could slow it)."""
+    from kernelskill.review.timing import host_paced
+
+    if ref.compile_error:
+        return [f"compile_baseline_failed: torch.compile(Model) raised {ref.compile_error}"]
+    if ref.compiled is None:
+        return []
+    comp, cand = ref.compiled, result.candidate
+    result.compiled_reference, result.compile_warmup = comp, ref.compile_warmup
+    result.speedup_vs_compile = comp.mean_ms / cand.mean_ms
+    result.method += ("; torch.compile(Model) timed in the reference runner, beside the reference"
+                      + (f" (called once before the loop, {ref.compile_warmup.seconds:.1f} s: "
+                         f"{ref.compile_warmup.cache_words()})" if ref.compile_warmup else ""))
+    cand_host_ms = (timing.host_us or {}).get("candidate")
+    paced, _ = host_paced(comp.median_ms, ref.compiled_host_ms, cand.median_ms,
+                          cand_host_ms / 1e3 if cand_host_ms is not None else None)
+    result.speedup_vs_compile_host_paced = paced
+    if paced is not None and ref.compiled_host_ms > comp.median_ms:
+        return [f"compile_host_bound: torch.compile(Model)'s host takes {ref.compiled_host_ms * 1e3:.1f} us to "
+                f"launch a call that runs {comp.median_ms * 1e3:.1f} us on the GPU; called back to back from Python, "
+                f"the candidate is {paced:.2f}x faster than it there, {comp.median_ms / cand.median_ms:.2f}x on the "
+                "GPU"]
+    return []
 
 
 def _scaled(stats: TimingStats, factor: float) -> TimingStats:

@@ -286,7 +286,7 @@ class Warmed:
 def warm_compile(problem: Problem | str | Path, settings: ReviewSettings | None = None, log_dir: Path | None = None,
                  env: dict[str, str] | None = None) -> Warmed:
     """Compile the problem's reference with torch.compile into Inductor's cache, in a worker set up as a review's
-    (the same sandbox, environment and caches, the reference built and called the same way), so a later
+    reference runner (the same sandbox, environment and caches, the reference built and called the same way), so a later
     `--baseline compile` review loads its graphs instead of compiling them on the GPU's clock. Nothing is timed and
     no candidate runs; the device is used for the one call, so call this only while nothing is being timed."""
     settings = settings or ReviewSettings()
@@ -299,7 +299,9 @@ def warm_compile(problem: Problem | str | Path, settings: ReviewSettings | None 
     nothing = Candidate(source="", backend="none")
     request = _request(problem, nothing, settings, device, "none", mode="warm")
     start = time.perf_counter()
-    worker_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox)
+    # the reference runner's caches: it compiles and times the baseline in a judged review (worker/judged.py)
+    worker_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox,
+                                   reference=settings.guards.judge)
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path, worker_env, reuse=settings.reuse_worker)
     retried = outcome.results.compile_warmup is None and outcome.reused
     if retried:  # a process that warmed before can be what failed (its compile pool): once more in a fresh one

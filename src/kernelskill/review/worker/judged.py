@@ -133,20 +133,39 @@ def commit(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
 
 def time_reference(w: Worker, input_seeds: list[int]) -> dict:
     """The reference timed as the candidate runner times it (the same Timer and protocol), in a process where no
-    candidate code ever ran: the figure the judge holds the candidate runner's own reference timing against."""
+    candidate code ever ran: the figure the judge holds the candidate runner's own reference timing against. With
+    `--baseline compile`, torch.compile(Model) is compiled here first (or loaded from Inductor's cache: a bench warms
+    it into the reference runner's caches) and timed in the same loop, interleaved with the reference: the compile
+    baseline is a timing figure too, and a candidate's process could slow it."""
     from kernelskill.review.results import TimingStats
     from kernelskill.review.timing import PREFILL_MAX_S, Timer, protocol_limits
+    from kernelskill.review.worker.baseline import compile_error, compile_reference
 
     sets = [w.make_inputs(s) for s in input_seeds]
+    fns = {"reference": lambda *a: w.run_reference(list(a))}
+    found: dict = {}
+    if w.settings.baseline == "compile":
+        try:  # before the timer: the compile's seconds are no warm-up call's cost (worker/baseline.py)
+            fns["compiled_reference"], warmed = compile_reference(w)
+            found["compile_warmup"] = warmed.model_dump(mode="json")
+            print(f"[kernelskill] torch.compile(Model): first call {warmed.seconds:.1f} s, {warmed.cache_words()}",
+                  flush=True)
+        except Exception as exc:  # noqa: BLE001 - the baseline is missing, said why; the review goes on
+            import traceback
+
+            traceback.print_exc()
+            found["compile_error"] = compile_error(exc)
     group, _, prefill_max_s = protocol_limits(w.settings.timing_protocol)
     timer = Timer(w.device, device_sync=True, prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S)
-    samples, synced, _ = timer.run({"reference": lambda *a: w.run_reference(list(a))}, sets, w.req.warmup,
-                                   w.req.iters, group=group)
+    samples, synced, _ = timer.run(fns, sets, w.req.warmup, w.req.iters, group=group)
     stats = TimingStats.from_samples(samples["reference"])
     host = timer.info.host_ms.get("reference")
     input_bytes = sum(v.numel() * v.element_size() for v in sets[0] if isinstance(v, w.torch.Tensor))
+    if "compiled_reference" in samples:
+        found["compiled_reference"] = TimingStats.from_samples(samples["compiled_reference"]).model_dump(mode="json")
+        found["compiled_host_ms"] = timer.info.host_ms.get("compiled_reference")
     return {"reference": stats.model_dump(mode="json"), "host_ms": host, "group": timer.info.group,
-            "unqueued": list(timer.info.unqueued), "input_bytes": input_bytes}
+            "unqueued": list(timer.info.unqueued), "input_bytes": input_bytes, **found}
 
 
 def stateful(w: Worker, seed: int) -> bool:

@@ -38,9 +38,10 @@ def time_stage(w: Worker) -> None:
     # The Timer synchronizes the whole device after the stop event; the checks run after that, untimed.
     fns = {"reference": lambda *a: w.run_reference(list(a)), "candidate": lambda *a: w.candidate.call(list(a))}
     warmed = None
-    if w.settings.baseline == "compile":
-        # compiled (or loaded from Inductor's cache) here, before the timer: a first call's compile seconds counted
-        # as a warm-up call's cost would cut every side's samples to the minimum
+    if w.settings.baseline == "compile" and not w.req.judged:
+        # judged, the reference runner times it (worker/judged.time_reference): a process that ran the candidate is
+        # never trusted with a baseline. Unjudged (the guard off), here, before the timer: a first call's compile
+        # seconds counted as a warm-up call's cost would cut every side's samples to the minimum
         try:
             fns["compiled_reference"], warmed = compile_reference(w)
         except Exception as exc:  # noqa: BLE001 - the baseline is missing, said why; the candidate's review goes on

@@ -121,3 +121,29 @@ def test_a_prebuild_worker_is_held_still_by_the_judges_quiet_windows(tmp_path, a
                      ReviewSettings(device="cuda"), log_dir=tmp_path / "logs")
     assert built is not None and built.result is None, built and built.result
     assert [s[0] for s in seen] == ["add", "discard"] and seen[0][1] == seen[1][1] and seen[0][2], seen
+
+
+def test_a_prebuild_targets_the_arch_its_review_builds_for(monkeypatch):
+    """The arch is part of a build's cache key. A prebuild made for "9.0" (nvidia-smi's capability) was never found
+    by its review, whose builder follows torch's rule for the visible device ("9.0+PTX"): on the H100 every CUDA
+    candidate was built again while its review held the GPU."""
+    import subprocess
+    import types
+
+    import torch
+
+    from kernelskill.review import reviewer
+    from kernelskill.review.cuda.toolchain import arch_flags
+
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: types.SimpleNamespace(returncode=0, stdout="9.0\n"))
+    reviewer.gpu_arch.cache_clear()
+    try:
+        prebuilt_for = reviewer.gpu_arch()
+    finally:
+        reviewer.gpu_arch.cache_clear()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    assert arch_flags(prebuilt_for, []) == arch_flags(None, [])  # what the review's runner builds for
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a")
+    assert reviewer.gpu_arch.__wrapped__() == "9.0a" and arch_flags("9.0a", []) == arch_flags(None, [])

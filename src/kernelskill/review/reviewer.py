@@ -346,17 +346,20 @@ def prepare_builds() -> threading.Thread:
 
 @functools.cache
 def gpu_arch() -> str | None:
-    """The compute capability to build for ("9.0"), without creating a CUDA context in this process."""
-    listed = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(";", " ").split()
-    if len(listed) == 1:
-        return listed[0].replace("+PTX", "")
+    """The arch a review's runner builds CUDA candidates for ("9.0+PTX", toolchain.default_arch), without creating a
+    CUDA context in this process: a prebuild and the precompiled headers are made for exactly that, or the review
+    finds neither in the cache."""
+    from kernelskill.review.cuda.toolchain import listed_arch, default_arch
+
+    if listed_arch():  # the runner sees the same variable (the allowlist passes TORCH*)
+        return listed_arch()
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     caps = [line.strip() for line in out.stdout.splitlines() if line.strip()]
-    return caps[0] if out.returncode == 0 and caps else None
+    return default_arch(caps[0]) if out.returncode == 0 and caps else None
 
 
 def _compose(base: dict, outcome: WorkerOutcome, settings: ReviewSettings, log_path: Path, wall: float,

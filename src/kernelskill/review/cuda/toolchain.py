@@ -149,6 +149,20 @@ def cuda_libdir() -> str:
     return os.path.join(home or "/usr/local/cuda", libdir)
 
 
+def listed_arch() -> str | None:
+    """TORCH_CUDA_ARCH_LIST, unless unset or `native`."""
+    listed = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    return listed if listed and listed != "native" else None
+
+
+def default_arch(capability: str) -> str:
+    """What a build targets when the candidate names no arch, for a GPU of `capability` ("9.0"): torch's rule,
+    TORCH_CUDA_ARCH_LIST when set, else the device's arch with PTX ("9.0+PTX"). The one rule for a review's runner
+    (which sees the GPU) and a prebuild (which sees none and is told the capability): the arch is part of a build's
+    cache key, and a prebuild for "9.0" was never found by a review that built for "9.0+PTX"."""
+    return listed_arch() or f"{capability}+PTX"
+
+
 def arch_flags(arch: str | list[str] | None, extra_cuda_cflags: list[str]) -> list[str]:
     """-gencode flags as torch makes them; none when the candidate names an arch itself (torch's rule)."""
     if any("arch" in f and "TORCH_EXTENSION_NAME" not in f for f in extra_cuda_cflags):
@@ -156,11 +170,10 @@ def arch_flags(arch: str | list[str] | None, extra_cuda_cflags: list[str]) -> li
     if arch is None:  # torch's order: the environment first, then the visible device
         import torch
 
-        if os.environ.get("TORCH_CUDA_ARCH_LIST", "native") != "native":
-            arch = os.environ["TORCH_CUDA_ARCH_LIST"]
+        if listed_arch():
+            arch = listed_arch()
         elif torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
-            arch = f"{major}.{minor}+PTX"  # torch adds PTX for the newest visible arch
+            arch = default_arch("%d.%d" % torch.cuda.get_device_capability())
         else:
             raise ValueError("no CUDA device is visible, so the target arch is unknown: pass arch='9.0' (or 'sm_90') "
                              "or set TORCH_CUDA_ARCH_LIST=9.0")

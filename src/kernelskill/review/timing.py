@@ -28,8 +28,12 @@ T = TypeVar("T")
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # well above the H200's 50 MB (and any current GPU's) L2
 # The timed loop of all callables together aims at this many seconds: a candidate whose every call takes seconds (one
 # that retries a failing build on each forward took 5 s a call) gets fewer timed calls, never fewer than MIN_ITERS,
-# instead of holding the GPU for the whole time stage. Warm-up stops after a quarter of it.
-TIMING_BUDGET_S = 30.0
+# instead of holding the GPU for the whole time stage. Warm-up stops after a quarter of it. At 30 s, slow candidates
+# set a bench's pace: on the H100 a KernelBenchLeaderboard LayerNorm 70x slower than its reference held the GPU 47 s
+# (33 s in this loop), seven of 63 cold reviews held it over 10 s and the mean hold was 5.7 s against a median of
+# 3.4 s. A loop that long is made of calls of tens of milliseconds, whose samples vary by a percent or less: 10 s
+# still gives each side dozens of them.
+TIMING_BUDGET_S = 10.0
 MIN_ITERS = 10
 # A CUDA call shorter than this is timed in groups of back-to-back calls per event pair (group_size): at 10 µs the
 # events' ~0.5 µs resolution and the launch jitter of a single call are several percent of a sample; a group of 50 µs

@@ -281,3 +281,49 @@ def test_outputs_the_device_cannot_compare_are_compared_on_the_host(monkeypatch)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     bad = judge._compare(torch.zeros(3), torch.ones(3), 1e-4, 1e-4, 0, "cuda:0")
     assert not bad.ok and calls == ["cpu"]
+
+
+class _Runner:
+    """A runner that answers every command at once and records, per command, whether the batch's input file was in
+    its folder by then."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.seen = folder, []
+
+    def command(self, command, limit):
+        from kernelskill.review.exchange import BATCH_INPUTS
+        from kernelskill.review.wire import CommandDone
+
+        self.seen.append((command.name, list(command.seeds), (self.folder / "batch" / BATCH_INPUTS).exists()))
+        return CommandDone(name=command.name, info={}), 0.001
+
+    def kill(self, keep_scratch: bool = False) -> None:
+        pass
+
+    def alive(self) -> bool:
+        return True
+
+
+def test_the_candidate_runner_fills_its_allocator_before_it_sees_the_batchs_inputs(tmp_path):
+    # the reference runner made the batch's sets on the device (its caching allocator keeps their blocks); the
+    # candidate runner makes as many from an unrelated seed before its batch, or its `prepare` pays for every
+    # cudaMalloc and the judge counts that as hidden work (H100: honest elementwise kernels put at a tenth of their
+    # pace). It must happen before the inputs are handed over, and on seeds that are not the batch's.
+    from kernelskill.review import judge
+    from kernelskill.review.exchange import BATCH_INPUTS
+
+    ref = _reference([0.1] * 8, calls=5)
+    ref.folder = tmp_path / "ref"
+    (ref.folder / "batch").mkdir(parents=True)
+    (ref.folder / "batch" / BATCH_INPUTS).write_bytes(b"")
+    ref.stateful = True  # no trials, no comparisons: only the commands' order is looked at here
+    ref.batch_seeds = judge.draw_seeds(5)
+    cand = _Runner(tmp_path / "cand")
+    report = judge.candidate_part(cand, ref, tmp_path / "cand", 1e-3, 1e-3, {"verify": 5, "time": 5},
+                                  _runner_timing([0.1] * 8, [0.1] * 8), ref_worker=_Runner(ref.folder))
+    assert report.ok, report.error
+    names = [name for name, _, _ in cand.seen]
+    assert names == ["reserve", "prepare", "calls", "commit"], names
+    _, seeds, handed = cand.seen[0]
+    assert not handed  # the batch's inputs were not in its folder yet
+    assert len(seeds) == report.batch.calls and not set(seeds) & set(ref.batch_seeds)

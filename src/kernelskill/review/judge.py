@@ -323,6 +323,12 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                 return _fail(report, "mismatch", f"judge's trial on fresh inputs: {why}")
         if ref.batch_seeds and runner_timing is not None:
             calls = batch_calls(ref, runner_timing)
+            # the allocator's blocks for the batch's sets, as the reference runner holds them (worker/judged.reserve);
+            # before the hand-over, so the runner knows nothing of the batch's inputs yet
+            _, report.seconds["judge_reserve"], error = _run(worker, Command(name="reserve", seeds=draw_seeds(calls)),
+                                                             limits["time"])
+            if error:
+                return _fail(report, "runtime_error", f"making input sets before the judge's batch failed: {error}")
             _hand_over(ref.folder / "batch" / BATCH_INPUTS, cand_folder / "batch" / BATCH_INPUTS)
             cut, per_call_s = batch_cut(ref, runner_timing, calls, limits["time"])
             with BUILDS.quiet():  # the builds of later candidates stopped while the batch runs (quiet.py)

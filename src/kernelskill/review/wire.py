@@ -158,9 +158,9 @@ class Command(_Wire):
     """One thing the judge asks of a runner that waits (review/judge.py): `outputs` (one call per seed, each output
     written to out_dir/<i>.out), the batch's three parts `prepare` (input sets from the seeds), `calls` (one call
     each, back to back: the part the judge's clock bounds) and `commit` (every output written), `time_reference`
-    and `stateful` (reference runner only), and `end`."""
+    and `stateful` (reference runner only), `reserve` (candidate runner only, before its batch) and `end`."""
 
-    name: Literal["outputs", "inputs", "prepare", "calls", "commit", "time_reference", "stateful", "end"]
+    name: Literal["outputs", "inputs", "reserve", "prepare", "calls", "commit", "time_reference", "stateful", "end"]
     seeds: list[int] = Field(default_factory=list)
     out_dir: str | None = None
     reserve_bytes: int = Field(default=0, ge=0, le=1 << 34)  # `prepare`: one call's outputs, kept ready per call

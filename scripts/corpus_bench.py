@@ -22,6 +22,7 @@ import sys
 import tarfile
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,6 +190,27 @@ def cuda_only(corpus: Path, into: Path) -> Path:
     return into
 
 
+def this_chunk(run: Path, since: str, wall: float) -> dict:
+    """This chunk's own reviews (a resumed run's table counts the earlier chunks' too): how many, per minute, the
+    GPU's hold per review, and how many timings the judge did not confirm (judge.bound_timing)."""
+    import sqlite3
+
+    with sqlite3.connect(run / "run.db") as db:
+        rows = db.execute("SELECT stage_seconds_json, result_json FROM reviews WHERE created_at >= ?",
+                          (since,)).fetchall()
+    held = [s["gpu_held"] for s in (json.loads(r[0] or "{}") for r in rows) if "gpu_held" in s]
+    batches = [b for b in (json.loads(r[1] or "{}").get("judge_batch") for r in rows) if b]
+    out = {"reviews": len(rows), "per_minute": round(60 * len(rows) / wall, 2), "gpu_held_s": round(sum(held), 1),
+           "gpu_held_median_s": round(statistics.median(held), 3) if held else None,
+           "gpu_held_mean_s": round(statistics.mean(held), 3) if held else None,
+           "judged_batches": len(batches), "unconfirmed": sum(not b.get("confirmed", True) for b in batches)}
+    print(f"this chunk: {out['reviews']} reviews in {wall:.0f} s, {out['per_minute']} a minute; GPU held "
+          f"{out['gpu_held_s']} s ({out['gpu_held_s'] / wall:.0%}), per review median {out['gpu_held_median_s']} s, "
+          f"mean {out['gpu_held_mean_s']} s; the judge did not confirm the runner's timing in {out['unconfirmed']} "
+          f"of {out['judged_batches']} batches")
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--corpus", required=True)
@@ -214,11 +236,13 @@ def main() -> None:
     if args.cuda_only:
         args.corpus = str(cuda_only(Path(args.corpus), run.with_name(run.name + "-corpus")))
     extra = with_kernels(Path(args.corpus), args.extra) if args.with_kernels else args.extra
+    since = datetime.now(timezone.utc).isoformat()
     code, wall = bench(args, extra)
     print(f"bench exited with {code} after {wall:.0f} s", flush=True)
     pack(run, Path(args.tar))
     if (run / "results.json").exists():
         summary = table(run, wall)
+        summary["chunk"] = this_chunk(run, since, wall)
         tar = Path(args.tar)
         tar.with_name(tar.name.removesuffix(".tar.gz") + ".json").write_text(json.dumps(summary, indent=1))
 

@@ -44,7 +44,10 @@ from kernelskill.review.wire import Command
 JUDGE_TRIALS = 3  # trials on seeds only the judge knew
 BATCH_PICKS = 6  # outputs of the candidate's batch compared, picked after it answered
 BATCH_TARGET_S = {"cuda": 0.1, "cpu": 0.05}  # the reference's share of a batch: long against the judge's latency
-BATCH_BYTES = 2 << 30  # inputs and outputs a batch may hold at once
+# inputs and outputs a batch may hold at once. Most KernelBench level-1 batches fill it before BATCH_TARGET_S (sets
+# of 1-100 MB), and moving it costs both runners: at 2 GB the batch's input file, the two batches' `prepare` and
+# `commit` took 1.0-1.4 s of a review's median 3.4 s of GPU hold on the H100
+BATCH_BYTES = 1 << 30
 MIN_BATCH, MAX_BATCH = 3, 2000
 REF_SLACK = 0.05  # the candidate runner's reference may be this much slower than the reference runner's
 WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's clock than by its own events

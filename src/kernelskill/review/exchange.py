@@ -88,7 +88,7 @@ def write_outputs(path: str | Path, out) -> int:
                 f.write(memoryview(_bytes(chunk[0]).numpy()))
             else:  # one gather on the device and one copy to the host for the whole chunk
                 gathered = torch.cat([_bytes(t) for t in chunk])
-                host = _staging(gathered.numel())[:gathered.numel()]
+                host = staging(gathered.numel())[:gathered.numel()]
                 host.copy_(gathered)
                 f.write(memoryview(host.numpy()))
     os.replace(tmp, path)
@@ -98,7 +98,7 @@ def write_outputs(path: str | Path, out) -> int:
 _STAGING: list = []  # this process's host buffer for the copies between host and device, pinned where it can be
 
 
-def _staging(nbytes: int):
+def staging(nbytes: int):
     """A host buffer of at least `nbytes` (at most CHUNK_BYTES), kept for the process's later copies: page-locked
     memory where CUDA gives it (the copy is then one DMA, and no page of it is faulted in again), else plain."""
     import torch
@@ -260,7 +260,7 @@ def _to_device(f, start: int, length: int, device):
     import torch
 
     blob = torch.empty(length, dtype=torch.uint8, device=device)
-    host = _staging(min(length, CHUNK_BYTES))
+    host = staging(min(length, CHUNK_BYTES))
     f.seek(start)
     done = 0
     while done < length:

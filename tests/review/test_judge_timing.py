@@ -126,6 +126,8 @@ class _FakeRunner:
             write_outputs(folder / BATCH_OUTPUTS, [torch.full((4,), float(i)) * 2 for i in range(self.calls)])
         elif command.name == "inputs":
             write_outputs(folder / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(len(command.seeds))])
+        elif command.name == "reserve":  # its seeds, and whether the batch's inputs were in its folder by then
+            self.reserved = (list(command.seeds), (self.scratch / "judge" / "batch" / BATCH_INPUTS).exists())
         return CommandDone(name=command.name), 0.001
 
 
@@ -155,8 +157,36 @@ def test_the_reference_runs_its_batch_only_after_the_candidates_runner_is_dead(t
     killed = events.index(("candidate", "killed"))
     reference_batch = [i for i, e in enumerate(events) if e[0] == "reference"]
     assert reference_batch and min(reference_batch) > killed, events
-    assert [e[1] for e in events if e[0] == "reference"] == ["prepare", "calls", "commit", "killed"], events
+    assert [e[1] for e in events if e[0] == "reference"] == ["reserve", "prepare", "calls", "commit", "killed"], events
     assert report.batch is not None and report.batch.reference_s["calls"] > 0
+
+
+def test_both_runners_make_their_batchs_allocations_ahead_the_candidate_before_it_sees_its_inputs(tmp_path):
+    # The judge compares the two sides' `prepare` walls: what one side pays there and the other does not reads as
+    # hidden work (H100: the candidate paying every cudaMalloc put honest elementwise kernels at a tenth of their
+    # pace) or gives a candidate room to hide some (the reference paying for its outputs' blocks: 120-280 ms against
+    # 40-100 ms). Both reserve first (worker/judged.reserve); the candidate before its inputs are handed over, on
+    # seeds that are not the batch's.
+    import torch
+
+    from kernelskill.review.exchange import BATCH_INPUTS, write_outputs
+    from kernelskill.review.judge import candidate_part
+
+    events: list = []
+    ref_worker = _FakeRunner("reference", events, tmp_path / "ref")
+    cand_worker = _FakeRunner("candidate", events, tmp_path / "cand")
+    ref = ReferenceRun(folder=tmp_path / "ref" / "judge", trial_seeds=[], batch_seeds=[11, 12, 13, 14],
+                       stats=TimingStats.from_samples([0.5] * 8), output_bytes=16, stateful=True)
+    (ref.folder / "batch").mkdir(parents=True)
+    write_outputs(ref.folder / "batch" / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(4)])
+    report = candidate_part(cand_worker, ref, tmp_path / "cand" / "judge", 1e-4, 1e-4, {"verify": 5, "time": 5},
+                            _runner_timing([0.5] * 8, [0.5] * 8), ref_worker)
+    assert report.ok, report.error
+    assert [e[1] for e in events if e[0] == "candidate"][:2] == ["reserve", "prepare"], events
+    seeds, handed = cand_worker.reserved
+    assert not handed  # the batch's inputs were not in its folder yet
+    assert len(seeds) == report.batch.calls and not set(seeds) & set(ref.batch_seeds)
+    assert [e[1] for e in events if e[0] == "reference"][:2] == ["reserve", "prepare"], events
 
 
 def test_both_batches_run_while_the_builds_are_held_still_with_their_outputs_memory_held(tmp_path, monkeypatch):
@@ -282,48 +312,3 @@ def test_outputs_the_device_cannot_compare_are_compared_on_the_host(monkeypatch)
     bad = judge._compare(torch.zeros(3), torch.ones(3), 1e-4, 1e-4, 0, "cuda:0")
     assert not bad.ok and calls == ["cpu"]
 
-
-class _Runner:
-    """A runner that answers every command at once and records, per command, whether the batch's input file was in
-    its folder by then."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder, self.seen = folder, []
-
-    def command(self, command, limit):
-        from kernelskill.review.exchange import BATCH_INPUTS
-        from kernelskill.review.wire import CommandDone
-
-        self.seen.append((command.name, list(command.seeds), (self.folder / "batch" / BATCH_INPUTS).exists()))
-        return CommandDone(name=command.name, info={}), 0.001
-
-    def kill(self, keep_scratch: bool = False) -> None:
-        pass
-
-    def alive(self) -> bool:
-        return True
-
-
-def test_the_candidate_runner_fills_its_allocator_before_it_sees_the_batchs_inputs(tmp_path):
-    # the reference runner made the batch's sets on the device (its caching allocator keeps their blocks); the
-    # candidate runner makes as many from an unrelated seed before its batch, or its `prepare` pays for every
-    # cudaMalloc and the judge counts that as hidden work (H100: honest elementwise kernels put at a tenth of their
-    # pace). It must happen before the inputs are handed over, and on seeds that are not the batch's.
-    from kernelskill.review import judge
-    from kernelskill.review.exchange import BATCH_INPUTS
-
-    ref = _reference([0.1] * 8, calls=5)
-    ref.folder = tmp_path / "ref"
-    (ref.folder / "batch").mkdir(parents=True)
-    (ref.folder / "batch" / BATCH_INPUTS).write_bytes(b"")
-    ref.stateful = True  # no trials, no comparisons: only the commands' order is looked at here
-    ref.batch_seeds = judge.draw_seeds(5)
-    cand = _Runner(tmp_path / "cand")
-    report = judge.candidate_part(cand, ref, tmp_path / "cand", 1e-3, 1e-3, {"verify": 5, "time": 5},
-                                  _runner_timing([0.1] * 8, [0.1] * 8), ref_worker=_Runner(ref.folder))
-    assert report.ok, report.error
-    names = [name for name, _, _ in cand.seen]
-    assert names == ["reserve", "prepare", "calls", "commit"], names
-    _, seeds, handed = cand.seen[0]
-    assert not handed  # the batch's inputs were not in its folder yet
-    assert len(seeds) == report.batch.calls and not set(seeds) & set(ref.batch_seeds)

@@ -173,6 +173,11 @@ def reference_batch(worker, ref: ReferenceRun, limit: float) -> None:
     """The reference's batch, run by its runner (idle since its own part) once the candidate's runner is dead."""
     if worker is None or not worker.alive():
         raise ReferenceFailed("the reference runner was gone before its batch")
+    # its allocations made ahead, as the candidate runner's were (worker/judged.reserve)
+    _, ref.seconds["reference_reserve"], error = _run(
+        worker, Command(name="reserve", seeds=draw_seeds(len(ref.batch_seeds)), reserve_bytes=ref.output_bytes), limit)
+    if error:
+        raise ReferenceFailed(f"making the reference's batch allocations failed: {error}")
     with BUILDS.quiet():
         ref.batch_walls, error, ref.said_calls_s = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit,
                                                           ref.output_bytes)
@@ -328,8 +333,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             calls = batch_calls(ref, runner_timing)
             # the allocator's blocks for the batch's sets, as the reference runner holds them (worker/judged.reserve);
             # before the hand-over, so the runner knows nothing of the batch's inputs yet
-            _, report.seconds["judge_reserve"], error = _run(worker, Command(name="reserve", seeds=draw_seeds(calls)),
-                                                             limits["time"])
+            _, report.seconds["judge_reserve"], error = _run(
+                worker, Command(name="reserve", seeds=draw_seeds(calls), reserve_bytes=ref.output_bytes), limits["time"])
             if error:
                 return _fail(report, "runtime_error", f"making input sets before the judge's batch failed: {error}")
             _hand_over(ref.folder / "batch" / BATCH_INPUTS, cand_folder / "batch" / BATCH_INPUTS)

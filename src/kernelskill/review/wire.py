@@ -163,7 +163,7 @@ class Command(_Wire):
     name: Literal["outputs", "inputs", "reserve", "prepare", "calls", "commit", "time_reference", "stateful", "end"]
     seeds: list[int] = Field(default_factory=list)
     out_dir: str | None = None
-    reserve_bytes: int = Field(default=0, ge=0, le=1 << 34)  # `prepare`: one call's outputs, kept ready per call
+    reserve_bytes: int = Field(default=0, ge=0, le=1 << 34)  # `reserve`, `prepare`: one call's outputs
 
 
 class CommandDone(_Wire):

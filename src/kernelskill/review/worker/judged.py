@@ -76,32 +76,44 @@ def inputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
         raise ValueError("only the reference runner makes the batch's inputs")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     written = write_outputs(Path(out_dir) / BATCH_INPUTS, w.make_input_sets(seeds[0], len(seeds)) if seeds else [])
+    w.batch_set_bytes = written // max(1, len(seeds))
     return {"bytes": written}
 
 
-def reserve(w: Worker, role: str, seeds: list[int], out_dir: str | None) -> dict:
-    """Before the candidate's batch (untimed, and before its input file is handed over): as many input sets as the
-    batch holds, made on the device from get_inputs() under a seed unrelated to the batch's, then dropped, as the
-    reference runner made and dropped the batch's own sets in `inputs`. Both runners' caching allocators then hold the
-    same blocks when `prepare` loads the sets. Without it the candidate runner's `prepare` asked the driver for every
-    block (682 sets of 1 MB: 60-130 ms more than the reference's on the H100), which the judge counted as work hidden
-    in `prepare`: honest elementwise kernels were put at a tenth of their pace.
+def reserve(w: Worker, role: str, seeds: list[int], out_dir: str | None, reserve_bytes: int = 0) -> dict:
+    """Before a batch (untimed; the candidate's before its input file is handed over): every allocation the batch's
+    `prepare` will make, made once and dropped, so that both runners' `prepare` finds them in the caching allocator
+    and the page-locked staging buffer at its size. The judge compares the two sides' `prepare` walls, and what one
+    side pays there and the other does not reads as work hidden there, or hides some:
 
-    The host buffer the file's bytes cross in (exchange.staging, page-locked: tens of milliseconds to allocate) is
-    made at the size the reference runner's `inputs` left it, for the same reason."""
+    - the input sets, one by one: the reference runner made them in `inputs`; the candidate runner makes as many
+      from get_inputs() under `seeds` (unrelated to the batch's). Without it the candidate's `prepare` paid every
+      cudaMalloc (682 sets of 1 MB: 60-130 ms more than the reference's on the H100) and honest kernels were put at
+      their batch's wall pace;
+    - the buffer the input file is read into, and the outputs' blocks (`reserve_bytes` a call): without them the
+      reference's `prepare` paid them (120-280 ms against the candidate's 40-100 ms on the H100 once the sets were
+      reserved), slack a candidate could have hidden work in. A runner that skips this only makes its own
+      `prepare` slower."""
     from kernelskill.review.exchange import CHUNK_BYTES, staging
 
-    if role == "reference":
-        raise ValueError("the reference runner made its sets in `inputs`")
+    torch = w.torch
+    count = len(seeds)
     with _no_collection():
-        sets = w.make_input_sets(seeds[0], len(seeds)) if seeds else []
-        nbytes = sum(v.numel() * v.element_size() for values in sets for v in values
-                     if isinstance(v, w.torch.Tensor))
+        if role == "reference":
+            set_bytes = w.batch_set_bytes
+        else:
+            sets = w.make_input_sets(seeds[0], count) if seeds else []
+            set_bytes = sum(v.numel() * v.element_size() for v in (sets[0] if sets else [])
+                            if isinstance(v, torch.Tensor))
+            del sets
+        if w.device.type == "cuda" and count:
+            held = [torch.empty(set_bytes * count, dtype=torch.uint8, device=w.device)]
+            held += [torch.empty(reserve_bytes, dtype=torch.uint8, device=w.device) for _ in range(count + 1)]
+            del held
         _sync(w)
-        del sets
-        if nbytes:
-            staging(min(nbytes, CHUNK_BYTES))
-    return {"sets": len(seeds)}
+        if set_bytes and count:
+            staging(min(set_bytes * count, CHUNK_BYTES))
+    return {"sets": count, "set_bytes": set_bytes}
 
 
 def prepare(w: Worker, role: str, seeds: list[int], out_dir: str, reserve_bytes: int = 0) -> dict:

@@ -96,8 +96,9 @@ def commands(channel: Channel, worker: Worker) -> bool:
                 info = judged.time_reference(worker, command.seeds)
             elif command.name == "stateful":
                 info = {"stateful": judged.stateful(worker, command.seeds[0])}
-            elif command.name == "prepare":
-                info = judged.prepare(worker, role, command.seeds, command.out_dir, command.reserve_bytes)
+            elif command.name in ("reserve", "prepare"):
+                info = judged.COMMANDS[command.name](worker, role, command.seeds, command.out_dir,
+                                                     command.reserve_bytes)
             else:
                 info = judged.COMMANDS[command.name](worker, role, command.seeds, command.out_dir)
             channel.send(CommandDone(name=command.name, info=info))

@@ -59,6 +59,7 @@ class Worker:
         # the judge's batch (judged.py): its input sets, then its outputs, between the batch's commands
         self.batch_sets: list = []
         self.batch_outputs: list = []
+        self.batch_set_bytes = 0  # one input set of the batch, as the reference runner's `inputs` wrote it
 
     # inputs -------------------------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list:

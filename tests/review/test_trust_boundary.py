@@ -115,7 +115,7 @@ def test_reference_is_timed_where_the_candidate_never_ran(tmp_path):
     assert off.correct and not any(f.startswith("reference_slowed") for f in off.flags)
 
 
-def test_the_compile_baseline_is_timed_where_the_candidate_never_ran(tmp_path, fresh_inductor_cache):
+def test_the_compile_baseline_is_timed_where_the_candidate_never_ran(tmp_path):
     settings = dict(rules="kernelbench", warmup=2, iters=10, reverify_above=1e9, baseline="compile")
     on = run_review(P01, "attacks/compile_sabotage.py", tmp_path / "on", guards=_guards(integrity=False),
                     **settings)

@@ -75,7 +75,7 @@ def test_the_folders_made_for_the_batchs_inputs_belong_to_the_runner(tmp_path):
     # as uid 65534, and a folder the judge (root) made there refused them: every judged review failed
     import os
 
-    from kernelskill.review.judge import _hand_over
+    from kernelskill.review.exchange import hand_over
 
     if os.getuid() != 0:
         import pytest
@@ -87,7 +87,7 @@ def test_the_folders_made_for_the_batchs_inputs_belong_to_the_runner(tmp_path):
     source = tmp_path / "inputs.bin"
     source.write_bytes(b"inputs")
     target = scratch / "judge" / "batch" / "inputs.bin"
-    _hand_over(source, target)
+    hand_over(source, target)
     assert target.read_bytes() == b"inputs"
     for folder in (scratch / "judge", scratch / "judge" / "batch"):
         assert (folder.stat().st_uid, folder.stat().st_gid) == (65534, 65534), folder

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import struct
 from pathlib import Path
 
@@ -279,3 +280,24 @@ def _read_into(f, view: memoryview) -> None:
         if not n:
             raise ExchangeError("the file ended before its tensors did")
         done += n
+
+
+def hand_over(source: Path, target: Path) -> None:
+    """The batch's input file, made by the reference runner, into the candidate runner's folder (the only one it
+    may read): a hard link, or a copy across file systems. A folder made for it here belongs to the runner, as the
+    folder it is made in does: the runner writes its outputs next to it (where it runs as a uid of its own, a folder
+    of the judge's would refuse them; seen on the H200)."""
+    made = []
+    folder = target.parent
+    while not folder.exists():
+        made.append(folder)
+        folder = folder.parent
+    owner = folder.stat()
+    for each in reversed(made):
+        each.mkdir()
+        if (owner.st_uid, owner.st_gid) != (os.getuid(), os.getgid()):
+            os.chown(each, owner.st_uid, owner.st_gid)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)

@@ -17,6 +17,8 @@ verdict: this module establishes everything a candidate could want raised.
   file before the judge says which it will compare). The reference's `calls` part less its own time per call is
   the part's fixed cost; the candidate's less that, plus whatever its `prepare` and `commit` took beyond the
   reference's, bounds what its calls really took: an event time the wall clock does not confirm is replaced by it.
+  Before its batch each runner makes, untimed, every allocation its `prepare` will make (`reserve`; the candidate's
+  before its input file is handed over), so neither side's `prepare` pays the driver for memory the other's does not.
   After the batch the candidate's runner is killed, with everything it started; only then does the reference runner,
   idle until now, run its batch, so the two batches are seconds apart (a busy machine, a bench building the next
   candidates, weighs on both alike) and nothing of the candidate's runs beside the reference's. Then the outputs
@@ -35,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review.compare import compare_outputs
-from kernelskill.review.exchange import BATCH_INPUTS, BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, read_outputs
+from kernelskill.review.exchange import (BATCH_INPUTS, BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, hand_over,
+                                         read_outputs)
 from kernelskill.review.quiet import BUILDS
 from kernelskill.review.worker.checks import map_tensors
 from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, TimingResult, TimingStats
@@ -337,7 +340,7 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                 worker, Command(name="reserve", seeds=draw_seeds(calls), reserve_bytes=ref.output_bytes), limits["time"])
             if error:
                 return _fail(report, "runtime_error", f"making input sets before the judge's batch failed: {error}")
-            _hand_over(ref.folder / "batch" / BATCH_INPUTS, cand_folder / "batch" / BATCH_INPUTS)
+            hand_over(ref.folder / "batch" / BATCH_INPUTS, cand_folder / "batch" / BATCH_INPUTS)
             cut, per_call_s = batch_cut(ref, runner_timing, calls, limits["time"])
             with BUILDS.quiet():  # the builds of later candidates stopped while the batch runs (quiet.py)
                 walls, error, said = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut,
@@ -379,27 +382,6 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
         shutil.rmtree(cand_folder, ignore_errors=True)
     report.ok = True
     return report
-
-
-def _hand_over(source: Path, target: Path) -> None:
-    """The batch's input file, made by the reference runner, into the candidate runner's folder (the only one it
-    may read): a hard link, or a copy across file systems. A folder made for it here belongs to the runner, as the
-    folder it is made in does: the runner writes its outputs next to it (where it runs as a uid of its own, a folder
-    of the judge's would refuse them; seen on the H200)."""
-    made = []
-    folder = target.parent
-    while not folder.exists():
-        made.append(folder)
-        folder = folder.parent
-    owner = folder.stat()
-    for each in reversed(made):
-        each.mkdir()
-        if (owner.st_uid, owner.st_gid) != (os.getuid(), os.getgid()):
-            os.chown(each, owner.st_uid, owner.st_gid)
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
 
 
 def batch_calls(ref: ReferenceRun, runner_timing: TimingResult) -> int:

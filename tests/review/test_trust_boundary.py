@@ -110,6 +110,8 @@ def test_reference_is_timed_where_the_candidate_never_ran(tmp_path):
                     **settings)
     assert on.correct, on.error
     assert any(f.startswith("reference_slowed") for f in on.flags), on.flags
+    # both batches' allocations were made ahead, and the review's seconds say how long that took each side
+    assert {"judge_reserve", "reference_reserve"} <= set(on.stage_seconds), on.stage_seconds
     off = run_review(P01, "attacks/reference_sabotage.py", tmp_path / "off",
                      guards=_guards(integrity=False, judge=False), **settings)
     assert off.correct and not any(f.startswith("reference_slowed") for f in off.flags)

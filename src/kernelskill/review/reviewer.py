@@ -157,6 +157,8 @@ def review(
     result = _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem, report,
                       judged=True)
     result.stage_seconds.update(ref_seconds)  # this side's clock: the reference runner's start and whole part
+    if ref_run is not None:  # and its commands after the candidate's part (its batch's reserve)
+        result.stage_seconds.update({k: round(v, 3) for k, v in ref_run.seconds.items()})
     return result
 
 

@@ -92,6 +92,14 @@ def layers_of(report: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------- (a)
+def said(label: str, run: dict) -> None:
+    """One configuration's outcome as soon as it is known: a run cut short by its time limit still says something
+    (the table comes only after every configuration)."""
+    through = sorted(e for e, r in (run.get("probe") or {}).items() if isinstance(r, dict) and r.get("ok"))
+    print(f"[probe] {label}: {run['verdict']}, {run.get('seconds', '-')} s; escapes through: "
+          f"{', '.join(through) or 'none'}", flush=True)
+
+
 def probes(out: Path, device: str) -> dict:
     from kernelskill.profiling.run import ProfileSettings, find_ncu, run_profile
     from kernelskill.settings import Sandbox
@@ -177,6 +185,7 @@ def probes(out: Path, device: str) -> dict:
                            "seconds": round(time.perf_counter() - start, 1)}
         except Exception as exc:  # noqa: BLE001 - a script: report and go on
             runs[label] = {"probe": None, "verdict": f"harness error: {type(exc).__name__}: {exc}"}
+        said(label, runs[label])
     if device != "cuda":
         runs["ncu profile"] = {"probe": None, "verdict": "skipped: no GPU"}
     elif find_ncu("ncu") is None:
@@ -197,6 +206,7 @@ def probes(out: Path, device: str) -> dict:
             runs[f"profiler: {step}"] = {"probe": got, "verdict": f"ncu {run.ncu_status}",
                                          "error": (run.ncu_note or run.profiler_note or "")[:300],
                                          "layers": layers_of(run.sandbox.get(step, {}))}
+            said(f"profiler: {step}", runs[f"profiler: {step}"])
     srv.shutdown()
     unix.close()
     shutil.rmtree(planted, ignore_errors=True)

@@ -370,24 +370,18 @@ def test_a_forward_whose_launches_cannot_be_queued_ahead_is_timed_without_the_sp
 
 
 def test_the_speedup_over_torch_compile_at_the_launches_pace_is_flagged_where_the_compiled_host_sets_it():
-    from kernelskill.review.worker.timed import compile_host_paced
-
-    class W:
-        flags: set = set()
+    from kernelskill.review.timing import compile_host_paced
 
     # CUDA-L1's L2/86 (Matmul_Divide_GELU) on the H200: torch.compile(Model) ran 16.0 us on the GPU and took 270.2 us
     # of host time to launch; the kernel 22.2 us for 95.2 us. On the GPU 0.72x, back to back 2.84x (published: 2.18x)
-    w = W()
-    paced = compile_host_paced(w, 0.015984, 0.270205, 0.022168, 0.095199)
+    paced, flag = compile_host_paced(0.015984, 0.270205, 0.022168, 0.095199)
     assert paced == pytest.approx(0.270205 / 0.095199)
-    (flag,) = w.flags
     assert flag.startswith("compile_host_bound: torch.compile(Model)'s host takes 270.2 us to launch a call that "
                            "runs 16.0 us on the GPU") and "2.84x faster than it there, 0.72x on the GPU" in flag
     # a compiled forward whose GPU work outlasts its launch: the GPU's figure, no flag
-    w = W()
-    w.flags = set()
-    assert compile_host_paced(w, 2.0, 0.3, 1.0, 0.1) == pytest.approx(2.0) and not w.flags
-    assert compile_host_paced(w, 2.0, None, 1.0, 0.1) is None  # not prefilled: no host times, no figure
+    paced, flag = compile_host_paced(2.0, 0.3, 1.0, 0.1)
+    assert paced == pytest.approx(2.0) and flag is None
+    assert compile_host_paced(2.0, None, 1.0, 0.1) == (None, None)  # not prefilled: no host times, no figure
 
 
 def test_a_review_says_its_launch_paced_speedup_over_torch_compile_where_that_differs():

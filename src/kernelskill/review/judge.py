@@ -456,7 +456,7 @@ def compile_baseline(result: TimingResult, ref: ReferenceRun, timing: TimingResu
     """The speedup over torch.compile(Model) (`--baseline compile`) into `result`, and its flags: the compiled
     reference as the reference runner timed it, beside the reference, against the candidate's bounded time. The
     candidate runner never compiles it (a process that ran the candidate could slow it)."""
-    from kernelskill.review.timing import host_paced
+    from kernelskill.review.timing import compile_host_paced
 
     if ref.compile_error:
         return [f"compile_baseline_failed: torch.compile(Model) raised {ref.compile_error}"]
@@ -468,16 +468,10 @@ def compile_baseline(result: TimingResult, ref: ReferenceRun, timing: TimingResu
     result.method += ("; torch.compile(Model) timed in the reference runner, beside the reference"
                       + (f" (called once before the loop, {ref.compile_warmup.seconds:.1f} s: "
                          f"{ref.compile_warmup.cache_words()})" if ref.compile_warmup else ""))
-    cand_host_ms = (timing.host_us or {}).get("candidate")
-    paced, _ = host_paced(comp.median_ms, ref.compiled_host_ms, cand.median_ms,
-                          cand_host_ms / 1e3 if cand_host_ms is not None else None)
-    result.speedup_vs_compile_host_paced = paced
-    if paced is not None and ref.compiled_host_ms > comp.median_ms:
-        return [f"compile_host_bound: torch.compile(Model)'s host takes {ref.compiled_host_ms * 1e3:.1f} us to "
-                f"launch a call that runs {comp.median_ms * 1e3:.1f} us on the GPU; called back to back from Python, "
-                f"the candidate is {paced:.2f}x faster than it there, {comp.median_ms / cand.median_ms:.2f}x on the "
-                "GPU"]
-    return []
+    cand_host_us = (timing.host_us or {}).get("candidate")
+    result.speedup_vs_compile_host_paced, bound = compile_host_paced(
+        comp.median_ms, ref.compiled_host_ms, cand.median_ms, cand_host_us / 1e3 if cand_host_us is not None else None)
+    return [bound] if bound else []
 
 
 def _scaled(stats: TimingStats, factor: float) -> TimingStats:

@@ -120,6 +120,21 @@ def compile_reference(w: Worker) -> tuple[Callable, CompileWarmup]:
     return run, CompileWarmup(seconds=seconds, in_process_after=fallback, **counts)
 
 
+def ready_baseline(w: Worker) -> tuple[Callable | None, CompileWarmup | None, str | None]:
+    """torch.compile(Model) made ready before a timed loop (a first call's compile seconds counted as a warm-up
+    call's cost would cut every side's samples to the minimum): (its forward, its first call, None), or, when it
+    fails, (None, None, the failure in one line) with the traceback in the log. The review goes on either way."""
+    try:
+        run, warmed = compile_reference(w)
+    except Exception as exc:  # noqa: BLE001 - the baseline is missing, said why
+        import traceback
+
+        traceback.print_exc()
+        return None, None, compile_error(exc)
+    print(f"[kernelskill] torch.compile(Model): first call {warmed.seconds:.1f} s, {warmed.cache_words()}", flush=True)
+    return run, warmed, None
+
+
 def headers_beside_the_cache() -> None:
     """Inductor's precompiled headers (CPU) in the folder of Inductor's cache that the sandbox gives every worker.
     Inductor keeps them under its default cache folder, in TMPDIR, whatever TORCHINDUCTOR_CACHE_DIR says; a sandboxed

@@ -176,22 +176,18 @@ def time_reference(w: Worker, input_seeds: list[int]) -> dict:
     baseline is a timing figure too, and a candidate's process could slow it."""
     from kernelskill.review.results import TimingStats
     from kernelskill.review.timing import PREFILL_MAX_S, Timer, protocol_limits
-    from kernelskill.review.worker.baseline import compile_error, compile_reference
+    from kernelskill.review.worker.baseline import ready_baseline
 
     sets = [w.make_inputs(s) for s in input_seeds]
     fns = {"reference": lambda *a: w.run_reference(list(a))}
     found: dict = {}
     if w.settings.baseline == "compile":
-        try:  # before the timer: the compile's seconds are no warm-up call's cost (worker/baseline.py)
-            fns["compiled_reference"], warmed = compile_reference(w)
+        compiled, warmed, failed = ready_baseline(w)
+        if compiled is not None:
+            fns["compiled_reference"] = compiled
             found["compile_warmup"] = warmed.model_dump(mode="json")
-            print(f"[kernelskill] torch.compile(Model): first call {warmed.seconds:.1f} s, {warmed.cache_words()}",
-                  flush=True)
-        except Exception as exc:  # noqa: BLE001 - the baseline is missing, said why; the review goes on
-            import traceback
-
-            traceback.print_exc()
-            found["compile_error"] = compile_error(exc)
+        else:
+            found["compile_error"] = failed
     group, _, prefill_max_s = protocol_limits(w.settings.timing_protocol)
     timer = Timer(w.device, device_sync=True, prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S)
     samples, synced, _ = timer.run(fns, sets, w.req.warmup, w.req.iters, group=group)

@@ -8,7 +8,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from kernelskill.review.results import TimingResult
-from kernelskill.review.worker.baseline import compile_error, compile_reference
+from kernelskill.review.worker.baseline import ready_baseline
 from kernelskill.review.worker.checks import map_tensors, marginal
 from kernelskill.review.worker.session import Verdict
 from kernelskill.review.worker.candidate import is_cuda_fatal
@@ -24,8 +24,8 @@ def time_stage(w: Worker) -> None:
     w.log.stage("time")
     from kernelskill.review.compare import compare_outputs
     from kernelskill.review.results import TimingStats
-    from kernelskill.review.timing import (PREFILL_MAX_S, SMALL_CALL_S, TIMING_BUDGET_S, Timer, hidden_work,
-                                           host_paced, protocol_limits, retime_if_noisy)
+    from kernelskill.review.timing import (PREFILL_MAX_S, SMALL_CALL_S, TIMING_BUDGET_S, Timer, compile_host_paced,
+                                           hidden_work, host_paced, protocol_limits, retime_if_noisy)
 
     seeds = w.req.seeds
     device = w.device.type
@@ -42,16 +42,11 @@ def time_stage(w: Worker) -> None:
         # judged, the reference runner times it (worker/judged.time_reference): a process that ran the candidate is
         # never trusted with a baseline. Unjudged (the guard off), here, before the timer: a first call's compile
         # seconds counted as a warm-up call's cost would cut every side's samples to the minimum
-        try:
-            fns["compiled_reference"], warmed = compile_reference(w)
-        except Exception as exc:  # noqa: BLE001 - the baseline is missing, said why; the candidate's review goes on
-            import traceback
-
-            traceback.print_exc()
-            w.flags.add(f"compile_baseline_failed: torch.compile(Model) raised {compile_error(exc)}")
+        compiled, warmed, failed = ready_baseline(w)
+        if compiled is not None:
+            fns["compiled_reference"] = compiled
         else:
-            print(f"[kernelskill] torch.compile(Model): first call {warmed.seconds:.1f} s, {warmed.cache_words()}",
-                  flush=True)
+            w.flags.add(f"compile_baseline_failed: torch.compile(Model) raised {failed}")
     threads = set(threading.enumerate())  # after the compile: Inductor's compile workers are not the candidate's
 
     def after_call(name: str) -> None:
@@ -178,30 +173,16 @@ def time_stage(w: Worker) -> None:
         timing.compiled_reference = comp
         timing.compile_warmup = warmed
         timing.speedup_vs_compile = comp.mean_ms / cand.mean_ms
-        timing.speedup_vs_compile_host_paced = compile_host_paced(w, comp.median_ms, info.host_ms.get(
-            "compiled_reference"), cand.median_ms, info.host_ms.get("candidate")) if info.prefill_s else None
+        if info.prefill_s:
+            timing.speedup_vs_compile_host_paced, bound = compile_host_paced(
+                comp.median_ms, info.host_ms.get("compiled_reference"), cand.median_ms, info.host_ms.get("candidate"))
+            w.flags.update([bound] if bound else [])
         update.update(compile_ms=comp.mean_ms, speedup_vs_compile=timing.speedup_vs_compile)
     w.log.update(timing=timing, flags=sorted(w.flags), output_bytes=w.output_bytes, **update)
     suspicious = timing.suspect_speedup()
     if suspicious > w.settings.reverify_above:
         reverify(w, suspicious)
     w.log.end_stage()
-
-
-def compile_host_paced(w: Worker, comp_gpu_ms: float, comp_host_ms: float | None, cand_gpu_ms: float,
-                       cand_host_ms: float | None) -> float | None:
-    """The speedup over torch.compile(Model) at the pace of calls made back to back from Python, flagged
-    `compile_host_bound` where the compiled module's host work per call outlasts its GPU work. On the H200 it did for
-    most CUDA-L1 level-2 tasks under 50 us: a compiled forward took a median 270 us of host time to launch, and
-    CUDA-L1's published speedups over torch.compile matched this figure, not the GPU's (docs/h200/kernelbench/compile)."""
-    from kernelskill.review.timing import host_paced
-
-    paced, _ = host_paced(comp_gpu_ms, comp_host_ms, cand_gpu_ms, cand_host_ms)
-    if paced is not None and comp_host_ms > comp_gpu_ms:
-        w.flags.add(f"compile_host_bound: torch.compile(Model)'s host takes {comp_host_ms * 1e3:.1f} us to launch a "
-                    f"call that runs {comp_gpu_ms * 1e3:.1f} us on the GPU; called back to back from Python, the "
-                    f"candidate is {paced:.2f}x faster than it there, {comp_gpu_ms / cand_gpu_ms:.2f}x on the GPU")
-    return paced
 
 
 @contextlib.contextmanager

@@ -125,9 +125,11 @@ def test_the_compile_baseline_is_timed_where_the_candidate_never_ran(tmp_path):
     off = run_review(P01, "attacks/compile_sabotage.py", tmp_path / "off",
                      guards=_guards(integrity=False, judge=False), **settings)
     assert off.correct and off.timing.compiled_reference.median_ms >= 5.0  # the wrapper's sleep, timed as torch.compile
-    assert on.timing.compiled_reference.median_ms < off.timing.compiled_reference.median_ms / 3, (
+    # the 5 ms sleep is not in the judged figure (a difference, not a ratio: on a loaded machine the honest compiled
+    # forward's own time on the CPU grows too)
+    assert on.timing.compiled_reference.median_ms < off.timing.compiled_reference.median_ms - 4.0, (
         on.timing.compiled_reference, off.timing.compiled_reference)
-    assert on.speedup_vs_compile < off.speedup_vs_compile / 3
+    assert on.speedup_vs_compile < off.speedup_vs_compile
 
 
 def test_stage_announcements_do_not_extend_the_time_limit(tmp_path):

@@ -219,7 +219,7 @@ def fresh_inductor_cache(tmp_path, monkeypatch, tmp_path_factory):
     monkeypatch.setenv("KERNELSKILL_SANDBOX_CACHE", str(root))
     drop = confine._drop_plan({"user": True}, [])[0]
     uid, gid = (drop["uid"], drop["gid"]) if drop else (os.geteuid(), os.getegid())
-    inductor = confine.sandbox_cache_root(uid) / "inductor"  # as confine._caches names it
+    inductor = confine.sandbox_cache_root(uid) / "inductor"  # as caches.runner_caches names it
     inductor.mkdir(parents=True)
     store = _inductor_kernel_store(tmp_path_factory)
     _copy_kernels(store, inductor, (uid, gid) if os.geteuid() == 0 else None)

@@ -271,7 +271,7 @@ def _sandbox() -> list[Check]:
 
 
 def _caches() -> list[Check]:
-    from kernelskill.review.confine import _caches as cache_folders
+    from kernelskill.review.caches import runner_caches as cache_folders
     from kernelskill.review.cuda import cache as build_cache
 
     checks = []

@@ -22,6 +22,7 @@ DAY = 86400.0
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELSKILL_SANDBOX_CACHE", str(tmp_path / "sandbox"))  # the headers' and candidates' too
     monkeypatch.delenv(build_cache.LIMIT_ENV, raising=False)
     return tmp_path / "cache"
 
@@ -55,7 +56,7 @@ def make_object(key: str, size: int, used_ago: float) -> Path:
 
 
 def make_pch(name: str, size: int, used_ago: float) -> Path:
-    entry = build_cache.build_dir() / "pch" / name
+    entry = build_cache.headers_dir() / name
     entry.mkdir(parents=True)
     (entry / "ks_torch_extension.h.gch").write_bytes(b"p" * size)
     (entry / "pch.json").write_text("{}")
@@ -192,6 +193,22 @@ def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
     env.pop(build_cache.LIMIT_ENV, None)
     return subprocess.run([sys.executable, "-m", "kernelskill.cli", "cache", *args], capture_output=True, text=True,
                           env=env, timeout=120)
+
+
+def test_a_candidates_own_caches_are_listed_and_pruned_least_recently_used_first(cache):
+    from kernelskill.review.caches import runner_caches, sandbox_cache_root
+
+    runner_caches(False, owner="a" * 24)  # as a review of that candidate makes them
+    runner_caches(False, owner="b" * 24)
+    for owner, ago in (("a", 3 * DAY), ("b", 60.0)):
+        folder = sandbox_cache_root(os.geteuid()) / "candidates" / (owner * 24)
+        (folder / "kernelskill" / "blob").write_bytes(b"x" * 1000)
+        _age(folder, ago)
+    found = {e.name: e for e in build_cache.entries() if e.kind == "candidate"}
+    assert set(found) == {"a" * 24, "b" * 24} and found["a" * 24].bytes == 1000
+    report = build_cache.prune(older_than_s=DAY)
+    assert [e.name for e in build_cache.entries() if e.kind == "candidate"] == ["b" * 24]
+    assert report.bytes_after < report.bytes_before
 
 
 def test_cache_command(cache):

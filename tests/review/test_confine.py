@@ -224,10 +224,11 @@ def test_with_the_network_layer_off_a_unix_socket_server_answers(tmp_path, escap
 
 @needs_landlock
 def test_the_jit_caches_a_worker_writes_are_never_the_users(tmp_path, escapes, monkeypatch):
-    # the guard: confine._caches gives the worker caches of the sandbox's own; with the user's instead, the probe
-    # plants a file where the user's own (unconfined) Triton programs would load it
-    real = confine._caches
-    monkeypatch.setattr(confine, "_caches", lambda dropped, own=True, reference=False: real(dropped, own=False))
+    # the guard: caches.runner_caches gives the worker caches of the sandbox's own; with the user's instead, the
+    # probe plants a file where the user's own (unconfined) Triton programs would load it
+    real = confine.runner_caches
+    monkeypatch.setattr(confine, "runner_caches",
+                        lambda dropped, own=True, reference=False, owner=None: real(dropped, own=False))
     got, _ = probe(tmp_path, escapes, without(*ONE_LAYER))
     assert got["user_cache"]["ok"], got["user_cache"]
 

@@ -50,9 +50,11 @@ def _candidate(tmp_path, source):
     return parse_candidate(source, path)
 
 
-def test_prebuild_fills_the_build_cache(tmp_path, as_if_gpu):
+def test_prebuild_fills_the_build_cache(tmp_path, as_if_gpu, monkeypatch):
+    from kernelskill.review.caches import owner_key
     from kernelskill.review.cuda import build
     from kernelskill.review.reviewer import prebuild
+    from kernelskill.review.sandbox import clean_environment
     from kernelskill.settings import ReviewSettings
     from tests.conftest import DATA
 
@@ -63,6 +65,8 @@ def test_prebuild_fills_the_build_cache(tmp_path, as_if_gpu):
     built = prebuild(DATA / "problems/p01_pointwise_gelu_chain.py", cand, ReviewSettings(device="cuda"),
                      log_dir=tmp_path / "logs")
     assert built is not None and built.result is None and built.seconds > 0
+    # the build cache the candidate's review reads: its own (review/caches.py)
+    monkeypatch.setenv("KERNELSKILL_CACHE", clean_environment(owner=owner_key(cand.source))["KERNELSKILL_CACHE"])
     again = build.build_inline("ks_prebuild_test", "torch::Tensor add_one(torch::Tensor x) { return x + 1; }  "
                                f"// {tag}", functions=["add_one"])
     assert again.cache_hit  # the review would import it instead of building

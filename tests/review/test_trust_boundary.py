@@ -18,7 +18,7 @@ import pytest
 from kernelskill.review import judge
 from kernelskill.review.judge import MIN_BATCH, OVERHEAD_CAP_S, PHASE_ABS_S
 from kernelskill.settings import Guards, StageTimeouts
-from tests.conftest import run_review as _run_review
+from tests.conftest import DATA, run_review as _run_review
 
 P01 = "problems/p01_pointwise_gelu_chain.py"
 pytestmark = pytest.mark.slow
@@ -148,7 +148,10 @@ def test_a_candidate_never_shares_its_runner(tmp_path):
     assert second.correct, second.error
 
 
-def test_what_a_candidate_plants_in_its_caches_never_reaches_the_reference_runner(tmp_path, monkeypatch):
+def test_what_a_candidate_plants_in_its_caches_reaches_no_other_runner(tmp_path, monkeypatch):
+    """The reference runner, the runner of a candidate with other source, and every later build (through the
+    precompiled headers) never find what a candidate planted in the caches it may write."""
+    from kernelskill.review.caches import HEADERS_VAR, owner_key
     from kernelskill.review.confine import CACHE_VARS
     from kernelskill.review.sandbox import clean_environment
 
@@ -165,15 +168,47 @@ def test_what_a_candidate_plants_in_its_caches_never_reaches_the_reference_runne
         raise
     assert result.correct, result.error
 
-    def planted(reference: bool) -> list[str]:
-        env = clean_environment(interpret=True, reference=reference)  # the runners' caches, as the review names them
-        return [name for name in CACHE_VARS if (Path(env[name]) / "planted-by-a-candidate").exists()]
+    def planted(**whose) -> list[str]:
+        env = clean_environment(interpret=True, **whose)  # the runners' caches, as a review names them
+        return [name for name in (*CACHE_VARS, HEADERS_VAR) if (Path(env[name]) / "planted-by-a-candidate").exists()]
 
+    source = (DATA / "attacks/plant_cache.py").read_text()
     try:
-        assert planted(reference=False)  # the plant took, in the caches candidates share ...
-        assert planted(reference=True) == []  # ... and none of it is where the reference runner looks
+        assert planted(owner=owner_key(source))  # the plant took, in the planter's own caches ...
+        assert planted(reference=True) == []  # ... none of it where the reference runner looks, ...
+        honest = (DATA / "candidates/p01_pointwise_gelu_chain/triton_ok.py").read_text()
+        assert planted(owner=owner_key(honest)) == []  # ... where the next candidate's runner looks ...
+        assert not (Path(clean_environment(owner=owner_key(honest))[HEADERS_VAR]) /  # ... or in the headers every
+                    "planted-by-a-candidate").exists()  # build includes
     finally:
         shutil.rmtree(caches, ignore_errors=True)
+
+
+def test_a_runner_never_builds_a_precompiled_header(tmp_path, monkeypatch):
+    """A sandboxed runner (HEADERS_VAR set) that finds a header missing compiles without it; only the harness builds
+    one (a header a candidate's process made would be included by every later candidate's build)."""
+    from kernelskill.review.caches import HEADERS_VAR
+    from kernelskill.review.cuda import pch
+
+    monkeypatch.setenv(HEADERS_VAR, str(tmp_path / "headers"))
+    (tmp_path / "headers").mkdir()
+
+    class Compiler:
+        calls: list = []
+
+        def run(self, argv, cwd):
+            self.calls.append(argv)
+            return 0, "", 0.0
+
+    compiler, notes = Compiler(), []
+    flags, seconds, _ = pch.header_flags(["-O3"], compiler, notes, wait=True)
+    assert flags == [] and compiler.calls == [] and seconds == 0.0
+    assert "not built yet" in notes[0]
+    flags, _, _ = pch.split_header_flags(["g++"], ["-O3"], "#include <ATen/core/Tensor.h>\n", compiler, notes)
+    assert flags == [] and compiler.calls == []
+    assert list((tmp_path / "headers").iterdir()) == []
+    with pytest.raises(Exception, match="never builds"):
+        pch.prepare_pch(with_cuda=False)
 
 
 def test_a_source_nested_too_deeply_is_a_compile_error_not_a_crash(tmp_path):

@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -44,6 +42,7 @@ from typing import TYPE_CHECKING, Protocol
 from kernelskill.candidate import Candidate
 from kernelskill.errors import KernelSkillError
 from kernelskill.folders import write_atomically
+from kernelskill.loop.devices import SPARES_PER_GPU, Devices
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.memory.policy.evidence import Evidence
 from kernelskill.review.results import ReviewResult
@@ -167,37 +166,6 @@ def pooled_evaluator(requested_device: str, backend: str, gpus: list[str] | None
 # ---- this machine ------------------------------------------------------------------------------------------------
 
 
-# Spare review workers kept starting per GPU. On the H200 host, busy with builds, a worker started in a median 9.2 s
-# (Python, torch, the CUDA context, the sandbox) and a review with the compile baseline then held the GPU 6.2 s: one
-# spare would not be up in time, two are (docs/h200/kernelbench/compile).
-SPARES_PER_GPU = 2
-
-
-class _Devices:
-    """One evaluation per device at a time: an evaluation takes a device and gives it back when it ends."""
-
-    def __init__(self, gpus: list[str] | None) -> None:
-        self.gpus = list(gpus or [])  # empty: the one device as this process sees it
-        self._free: queue.Queue[tuple[str | None, float]] = queue.Queue()  # (device, free since)
-        for gpu in self.gpus or [None]:
-            self._free.put((gpu, time.monotonic()))
-        self.idle_since = threading.local()  # the taken device's last release, per thread (see `take`)
-
-    @contextmanager
-    def take(self) -> Iterator[tuple[dict[str, str], float, Callable[[], None]]]:
-        """(the worker's environment, seconds waited, a call that gives the device back before the block ends: a
-        review's last steps need none). `idle_since.value`: when the device was last given back."""
-        queued = time.monotonic()
-        gpu, since = self._free.get()
-        self.idle_since.value = since
-        given = threading.Lock()
-        give_back = lambda: given.acquire(blocking=False) and self._free.put((gpu, time.monotonic()))  # type: ignore[func-returns-value]  # noqa: E731
-        try:
-            yield ({} if gpu is None else {"CUDA_VISIBLE_DEVICES": gpu}), time.monotonic() - queued, give_back
-        finally:
-            give_back()
-
-
 class _ThisMachine:
     def __init__(self, device: str, gpus: list[str] | None, *, reviewer: Reviewer | None = None,
                  prebuilder: Prebuilder | None = None, profiler: Profiler | None = None) -> None:
@@ -205,7 +173,7 @@ class _ThisMachine:
         from kernelskill.review.reviewer import prebuild, review
 
         self.device = device
-        self._devices = _Devices(gpus)
+        self._devices = Devices(gpus)
         self._building = threading.local()  # this thread's last prebuild: (log_dir, start, end)
         self.slots = max(1, len(self._devices.gpus))
         from kernelskill.review.reviewer import warm_compile
@@ -215,6 +183,10 @@ class _ThisMachine:
         self._prebuild = prebuilder or (prebuild if reviewer is None else None)
         self._warm = warm_compile if reviewer is None else None
         self._profiler = profiler
+        if reviewer is None and device == "cuda" and len(self._devices.gpus) <= 1:
+            from kernelskill.review.reviewer import warm_runner
+
+            self._devices.warm = warm_runner  # the runners of the next reviews in line, started ahead
         if reviewer is None and device == "cuda":
             # reviews wait in line for each GPU: a review that needs a fresh worker takes a spare already started
             # beside the one in flight, instead of holding the GPU through the start-up (review/sandbox.py)
@@ -227,7 +199,7 @@ class _ThisMachine:
             from kernelskill.review.sol import count_ahead
 
             count_ahead(problem)
-        with self._devices.take() as (env, waited, give_back):
+        with self._devices.take((problem, candidate, settings)) as (env, waited, give_back):
             built = getattr(self._building, "span", None)
             idle_from, taken, released = self._devices.idle_since.value, time.monotonic(), []
             release = lambda: (released.append(time.monotonic()), give_back())  # type: ignore[func-returns-value]  # noqa: E731

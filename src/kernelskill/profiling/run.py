@@ -127,13 +127,15 @@ def ncu_import_command(ncu: str, report: Path) -> list[str]:
 
 
 def clean_environment(extra: dict[str, str] | None = None, sandbox=None, mode: str = "driver",
-                      read: list[str] | None = None, write: list[str] | None = None) -> dict[str, str]:
+                      read: list[str] | None = None, write: list[str] | None = None,
+                      owner: str | None = None) -> dict[str, str]:
     """The review worker's environment and sandbox (allowlisted variables, unbuffered Python): profiling runs the
-    same untrusted candidate code. `mode` "ncu-target" for the driver ncu starts."""
+    same untrusted candidate code. `mode` "ncu-target" for the driver ncu starts; `owner`: the candidate's
+    (review.caches.owner_key of its source), whose caches are its own, as in its review."""
     from kernelskill.review.confine import environment
     from kernelskill.settings import Sandbox
 
-    return environment(extra, False, sandbox or Sandbox.from_env(), mode=mode, read=read, write=write)
+    return environment(extra, False, sandbox or Sandbox.from_env(), mode=mode, read=read, write=write, owner=owner)
 
 
 _SANDBOX_LINE = re.compile(r"^kernelskill-driver: sandbox: (\{.*\})$", re.MULTILINE)
@@ -234,7 +236,11 @@ def _run(problem: Path, candidate: Path, settings: ProfileSettings, work: Path, 
 
     sandbox = settings.sandbox or Sandbox.from_env()
     inputs = [str(problem.resolve()), str(candidate.resolve())]
-    env, scratch = scratch_environment(clean_environment(settings.env, sandbox, read=inputs, write=[str(work)]))
+    from kernelskill.review.caches import owner_key
+
+    owner = owner_key(candidate.read_text())  # the caches of the candidate's reviews: its build is found there
+    env, scratch = scratch_environment(clean_environment(settings.env, sandbox, read=inputs, write=[str(work)],
+                                                         owner=owner))
     protect_harness(env)
     features = work / "run_features.json"
     counts = (settings.warmup_forwards, settings.profiled_forwards)
@@ -251,6 +257,7 @@ def _run(problem: Path, candidate: Path, settings: ProfileSettings, work: Path, 
 
 def _steps(run: ProfileRun, candidate: Path, settings: ProfileSettings, work: Path, keep: bool, plain: list[str],
            measured: list[str], features: Path, env: dict[str, str], sandbox, inputs: list[str]) -> ProfileRun:
+    from kernelskill.review.caches import OWNER_VAR
     from kernelskill.review.confine import describe
 
     def record(step: StepResult, label: str) -> None:
@@ -302,7 +309,7 @@ def _steps(run: ProfileRun, candidate: Path, settings: ProfileSettings, work: Pa
     command = ncu_profile_command(ncu, measured, report, settings.max_kernel_launches)
     ncu_home = str(Path(ncu).resolve().parent)
     ncu_env = {**clean_environment(settings.env, sandbox, mode="ncu-target", read=[*inputs, ncu_home],
-                                   write=[str(work)]),
+                                   write=[str(work)], owner=env.get(OWNER_VAR)),
                **{k: env[k] for k in ("KERNELSKILL_SCRATCH", "HOME", "TMPDIR") if k in env}}
     if sandbox.network or sandbox.filesystem:  # ncu and its program: a network namespace and a /tmp of their own
         command = [sys.executable, "-m", "kernelskill.review.confine_ncu", "--", *command]

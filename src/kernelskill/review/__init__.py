@@ -8,9 +8,10 @@ The trust boundary. Code that has run problem or candidate code is never trusted
         ├── reference runner   the problem's code only; times the reference and writes its outputs, all before
         │                      any candidate code runs; then idle until the candidate runner is dead, when it
         │                      runs the batch the candidate ran (seconds apart: the same machine load); its
-        │                      build and JIT caches are a set no candidate runner may write (confine._caches)
+        │                      build and JIT caches are a set no candidate runner may write (caches.py)
         └── candidate runner   fresh per candidate, confined; its own stages are hints that can only lower the
-                               verdict; then the judge's trials and a batch on seeds it learns only then; killed
+                               verdict; then the judge's trials and a batch on seeds it learns only then; killed;
+                               its caches are its source's alone, and it only reads the harness's headers
 
 The verdict is correct only when the judge's comparisons pass; the reference's time is the reference runner's
 (the candidate runner's may be at most 5% slower), and so is torch.compile(Model)'s with `--baseline compile`

@@ -22,6 +22,7 @@ _KIND_HELP = {
     "extension": "built extensions",
     "object": "compiled objects",
     "pch": "precompiled torch headers",
+    "candidate": "a candidate's own caches (builds, JIT)",
     "check": "old compile checks",
     "failure": "sources that failed to compile",
     "unfinished": "running or killed builds",

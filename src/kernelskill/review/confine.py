@@ -37,11 +37,12 @@ import tempfile
 from pathlib import Path
 
 from kernelskill.review import confine_os as osl
+from kernelskill.review.caches import (CACHE_VARS, HEADERS_VAR, SANDBOX_GID, SANDBOX_UID, runner_caches,  # noqa: F401
+                                       sandbox_cache_root)
 from kernelskill.review.confine_report import FIX, LAYERS, Unconfined, describe, layer, refuse_unavailable  # noqa: F401
 
 SPEC_VAR = "KERNELSKILL_SANDBOX_SPEC"
 SCRATCH_VAR = "KERNELSKILL_SCRATCH"
-SANDBOX_UID = SANDBOX_GID = 65534
 NO_UNIX_MODES = ("worker", "driver")  # processes that need no socket at all (ncu and its target talk over TCP)
 PROCESSES_LAYER: dict | None = None  # set by the zygote in the child it forked, before `apply` runs
 NETWORK_MECHANISMS = ("netns", "seccomp", "landlock")  # tried in this order (KERNELSKILL_SANDBOX_NETWORK narrows it)
@@ -65,9 +66,6 @@ ALLOWED_PREFIXES = (
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/opt", "/proc", "/sys")
 ETC_READ = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd", "/etc/group",
             "/etc/nsswitch.conf", "/etc/localtime", "/etc/timezone", "/etc/os-release", "/etc/alternatives")
-# The build and JIT caches a sandboxed process may write (set by `environment`, see _caches).
-CACHE_VARS = ("KERNELSKILL_CACHE", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH",
-              "TORCHINDUCTOR_CACHE_DIR")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
@@ -80,9 +78,10 @@ def allowed_variable(name: str, value: str) -> bool:
 
 def environment(extra: dict[str, str] | None, interpret: bool, sandbox, mode: str = "worker",
                 read: list[str] | None = None, write: list[str] | None = None,
-                reference: bool = False) -> dict[str, str]:
+                reference: bool = False, owner: str | None = None) -> dict[str, str]:
     """The environment of a sandboxed process, with its spec (`SPEC_VAR`) in it. `sandbox` is the settings'
-    `Sandbox`; `extra` comes from the caller, trusted (CUDA_VISIBLE_DEVICES); `reference`: a reference runner's."""
+    `Sandbox`; `extra` comes from the caller, trusted (CUDA_VISIBLE_DEVICES); `reference`: a reference runner's;
+    `owner`: the runner of the candidate whose source has this digest (caches.owner_key: caches of its own)."""
     layers = {name: bool(getattr(sandbox, name)) for name in LAYERS}
     layers["processes"] = layers["processes"] and mode == "worker"  # only the zygote's children get a PID namespace
     if layers["environment"]:
@@ -103,12 +102,12 @@ def environment(extra: dict[str, str] | None, interpret: bool, sandbox, mode: st
     env["PYTHONUSERBASE"] = os.environ.get("PYTHONUSERBASE") or site.getuserbase()  # HOME changes below
     shared_caches = None
     try:
-        env.update(_caches(drop is not None, reference=reference))
+        env.update(runner_caches(drop is not None, reference=reference, owner=owner))
     except OSError as exc:  # no folder of the sandbox's own for its caches: the user's, and the user layer says so
         shared_caches = f"no cache folder of the sandbox's own ({exc}); set KERNELSKILL_SANDBOX_CACHE to a folder"
         if drop:
             drop, drop_why = None, shared_caches
-        env.update(_caches(False, own=False))
+        env.update(runner_caches(False, own=False))
     env.update(extra or {})
     env[SPEC_VAR] = json.dumps({"layers": layers, "mode": mode, "read": [*_toolchain_dirs(), *(read or [])],
                                 "write": list(write or []), "drop": drop, "drop_why": drop_why, "shared_caches":
@@ -149,73 +148,6 @@ def _harmless_root(path: str) -> bool:
     real = Path(path).resolve()
     home = Path.home().resolve()
     return real != Path("/") and real != home and real not in home.parents
-
-
-def _torch_build_folder() -> str:
-    """torch's default extensions sub-folder (py311_cu124), read from torch/version.py without importing torch."""
-    import importlib.util
-
-    cuda = None
-    try:
-        spec = importlib.util.find_spec("torch")
-        text = Path(spec.submodule_search_locations[0], "version.py").read_text() if spec else ""
-        match = re.search(r"^cuda\b[^=]*=\s*['\"]([\d.]+)['\"]", text, re.MULTILINE)
-        cuda = match.group(1) if match else None
-    except (OSError, ImportError, ValueError, TypeError, IndexError):
-        pass
-    py = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}"
-    return f"{py}_{'cu' + cuda.replace('.', '') if cuda else 'cpu'}"
-
-
-def sandbox_cache_root(uid: int = SANDBOX_UID) -> Path:
-    """The sandbox's own caches for a worker running as `uid`."""
-    chosen = os.environ.get("KERNELSKILL_SANDBOX_CACHE")
-    return Path(chosen) / str(uid) if chosen else Path(f"/var/tmp/kernelskill-sandbox-{uid}")
-
-
-def _caches(dropped: bool, own: bool = True, reference: bool = False) -> dict[str, str]:
-    """The build and JIT caches, named explicitly (HOME points into the scratch folder). A worker dropped to
-    nobody gets a build cache of its own. The JIT caches (Triton, Inductor, torch extensions, the CUDA driver's)
-    are the sandbox's in every case (`own` False: the user's, for `kernelskill doctor`): the user's programs load
-    from the user's. A reference runner's (`reference`) are a set no candidate's runner is granted: a compiled
-    module a candidate planted (Triton loads its launchers from its cache) would run where the judge's trusted
-    outputs and times come from."""
-    from kernelskill.review.cuda import cache as build_cache
-
-    if dropped or own or reference:
-        uid, gid = (SANDBOX_UID, SANDBOX_GID) if dropped else (os.geteuid(), os.getegid())
-        base = sandbox_cache_root(uid) / ("reference" if reference else "")
-        own_build = dropped or reference  # a build cache of the runner's own, not the user's
-        caches = {"KERNELSKILL_CACHE": base / "kernelskill" if own_build else build_cache.root(),
-                  "TORCH_EXTENSIONS_DIR": base / "torch_extensions" / _torch_build_folder(),
-                  "TRITON_CACHE_DIR": base / "triton", "CUDA_CACHE_PATH": base / "nv",
-                  "TORCHINDUCTOR_CACHE_DIR": base / "inductor"}
-        _owned_folder(base, uid, gid)
-        for name, path in caches.items():
-            if name != "KERNELSKILL_CACHE" or own_build:
-                _owned_folder(Path(path), uid, gid)
-        return {k: str(v) for k, v in caches.items()}
-    import getpass
-
-    home, env = Path.home(), os.environ
-    cache_home = Path(env.get("XDG_CACHE_HOME") or home / ".cache")
-    return {
-        "KERNELSKILL_CACHE": str(build_cache.root()),
-        "TORCH_EXTENSIONS_DIR": env.get("TORCH_EXTENSIONS_DIR") or str(cache_home / "torch_extensions" /
-                                                                         _torch_build_folder()),
-        "TRITON_CACHE_DIR": env.get("TRITON_CACHE_DIR") or str(Path(env.get("TRITON_HOME") or home) / ".triton" /
-                                                               "cache"),
-        "CUDA_CACHE_PATH": env.get("CUDA_CACHE_PATH") or str(home / ".nv" / "ComputeCache"),
-        "TORCHINDUCTOR_CACHE_DIR": env.get("TORCHINDUCTOR_CACHE_DIR") or str(
-            Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}"),
-    }
-
-
-def _owned_folder(path: Path, uid: int, gid: int) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    if path.stat().st_uid != uid:
-        os.chown(path, uid, gid)
-    path.chmod(0o700)
 
 
 # ----------------------------------------------------------------------------------------------- parent: drop root
@@ -442,7 +374,9 @@ def _filesystem_rules(ruleset: osl.Landlock, spec: dict) -> None:
     read = osl.FS_EXECUTE | osl.FS_READ_FILE | osl.FS_READ_DIR
     device = osl.FS_READ_FILE | osl.FS_WRITE_FILE | osl.FS_IOCTL_DEV
     everything = ruleset.fs
-    for path in (*SYSTEM_READ, *ETC_READ, *python_roots(), *spec.get("read", [])):
+    headers = os.environ.get(HEADERS_VAR)  # the harness's precompiled headers (made by it): read, never written
+    headers = headers if headers and os.path.isdir(headers) else None
+    for path in (*SYSTEM_READ, *ETC_READ, *python_roots(), *spec.get("read", []), *filter(None, [headers])):
         ruleset.allow(path, read)
     ruleset.allow("/dev", osl.FS_READ_DIR)
     nvidia = [f"/dev/{name}" for name in sorted(os.listdir("/dev")) if name.startswith("nvidia")]

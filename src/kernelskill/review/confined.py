@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelskill.review import confine
+from kernelskill.review import caches, confine
 from kernelskill.review.processes import kill_tree
 from kernelskill.review.zygote import MAX_ZYGOTES, Zygote
 
 _ZYGOTES: dict[tuple, Zygote] = {}
 # read by children only, never by a module as it is imported: the spec, and the caches (the reference runner's
 # differ from the candidate's, and one zygote serves both)
-KEYLESS = {confine.SPEC_VAR, *confine.CACHE_VARS}
+KEYLESS = {confine.SPEC_VAR, *confine.CACHE_VARS, caches.OWNER_VAR, caches.HEADERS_VAR}
 _ZYGOTES_LOCK = threading.Lock()
 
 

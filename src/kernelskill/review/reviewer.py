@@ -26,6 +26,7 @@ from kernelskill.review import judge
 from kernelskill.review.logs import trim_log
 from kernelskill.review.precision import compute_dtypes
 from kernelskill.review.results import Check, CompileResult, CompileWarmup, PolicyResult, Precision, ReviewResult
+from kernelskill.review.caches import owner_key
 from kernelskill.review.sandbox import WorkerOutcome, clean_environment, describe_exit, run_worker
 from kernelskill.review.rules import RuleSet
 from kernelskill.review.sol import assess as assess_speed_of_light
@@ -103,7 +104,9 @@ def review(
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "worker.log"
     timeouts = settings.timeouts.model_dump()
-    worker_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox)
+    # the candidate's own caches (caches.py): what its code plants there is served to no other source
+    worker_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox,
+                                   owner=owner_key(candidate.source))
     start = time.perf_counter()
     if not settings.guards.judge:  # the runner's own report is the verdict (tests prove the judge's guards so)
         outcome = run_worker(_request(problem, candidate, settings, device, backend), timeouts, log_path, worker_env,
@@ -265,13 +268,35 @@ def prebuild(
     # a fresh process per candidate (a fork of the zygote): a prebuild runs the candidate's module code, and no
     # candidate's code may share a process with another's
     outcome = run_worker(request, settings.timeouts.model_dump(), log_path,
-                         clean_environment({"CUDA_VISIBLE_DEVICES": ""}, sandbox=settings.sandbox), reuse=False)
+                         clean_environment({"CUDA_VISIBLE_DEVICES": ""}, sandbox=settings.sandbox,
+                                           owner=owner_key(candidate.source)), reuse=False)
     seconds = round(time.perf_counter() - start, 3)
     if outcome.verdict is None or outcome.verdict.kind != "compile_error":
         return Prebuilt(seconds)
     result = _compose(_base(problem, candidate, settings, "cuda", backend), outcome, settings, log_path, seconds)
     result.stage_seconds = {"compile": outcome.stage_seconds.get("compile", seconds)}
     return Prebuilt(seconds, result)
+
+
+def warm_runner(problem: Problem | str | Path, candidate: Candidate, settings: ReviewSettings | None = None,
+                env: dict[str, str] | None = None) -> bool:
+    """Start the candidate's runner ahead of its review (a spare of its own: its caches are its source's alone, so
+    a runner started for any other review could not serve it), while the review waits in line for the device.
+    Returns whether one was started (never for a candidate the static checks reject, or beyond the pool's spares)."""
+    from kernelskill.review.sandbox import POOL
+
+    settings = settings or ReviewSettings()
+    if not settings.reuse_worker or POOL.spares <= 0 or candidate.syntax_error:
+        return False
+    if settings.guards.static_checks and split_findings(static_checks(candidate.source, candidate.filename))[0]:
+        return False
+    device = resolve_device(settings.device)
+    worker_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox,
+                                   owner=owner_key(candidate.source))
+    try:
+        return POOL.warm(worker_env, device)
+    except (OSError, SandboxError, RuntimeError):  # the review starts its own, and says why if that fails too
+        return False
 
 
 @dataclass
@@ -324,22 +349,32 @@ def warm_compile(problem: Problem | str | Path, settings: ReviewSettings | None 
 
 def prepare_builds() -> threading.Thread:
     """In the background: keep the build cache under its limit (KERNELSKILL_CACHE_MAX_GB), then build the precompiled
-    headers (<torch/extension.h>, the bindings', the split host parts' for the GPU's arch), once per machine, torch
-    and compiler: the first CUDA candidates then build in seconds instead of paying for them. A failure is printed;
-    builds then go without it."""
+    headers (<torch/extension.h>, the bindings', the split host parts' for the GPU's arch) for the flag sets
+    candidates use most (pch.COMMON_CFLAGS x COMMON_CUDA_CFLAGS, side by side), once per machine, torch and
+    compiler, in the harness's folder its runners read (a runner never builds one, pch.py says why): the first CUDA
+    candidates then build in seconds instead of paying for them. A failure is printed; builds then go without it."""
 
     def run() -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         from kernelskill.review.cuda import cache, pch
 
         try:
             cache.auto_prune()
         except OSError as exc:  # a cache that cannot be pruned still works
             print(f"kernelskill: the build cache could not be pruned: {exc}", file=sys.stderr)
-        try:
-            pch.prepare_pch(arch=gpu_arch())
-        except Exception as exc:  # noqa: BLE001 - builds still work without the header, only slower
-            print(f"kernelskill: the precompiled header could not be built ({type(exc).__name__}): {exc}",
-                  file=sys.stderr)
+        arch = gpu_arch()
+
+        def one(flags: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+            try:
+                pch.prepare_pch(list(flags[0]), arch=arch, extra_cuda_cflags=list(flags[1]))
+            except Exception as exc:  # noqa: BLE001 - builds still work without the header, only slower
+                print(f"kernelskill: the precompiled header for flags {' '.join(flags[0] + flags[1]) or '(none)'} "
+                      f"could not be built ({type(exc).__name__}): {exc}", file=sys.stderr)
+
+        sets = [(c, g) for c in pch.COMMON_CFLAGS for g in pch.COMMON_CUDA_CFLAGS]
+        with ThreadPoolExecutor(len(sets), thread_name_prefix="kernelskill-pch") as pool:
+            list(pool.map(one, sets))
 
     thread = threading.Thread(target=run, name="kernelskill-pch", daemon=True)
     thread.start()

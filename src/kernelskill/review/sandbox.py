@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review import confine
+from kernelskill.review.caches import OWNER_VAR
 from kernelskill.review.logs import LogSink
 from kernelskill.review.processes import descendants, describe_exit, kill_tree  # noqa: F401  (the sandbox's API)
 from kernelskill.review.quiet import BUILDS
@@ -49,19 +50,21 @@ STAGES = ("load", "compile", "verify", "time")  # the order a worker announces t
 MAX_MESSAGE = 64 << 20  # the longest line a worker's message may take
 MAX_REVIEWS_PER_WORKER = 100  # a fresh process now and then bounds whatever slowly leaks
 MAX_IDLE_WORKERS = 4  # idle workers kept across all environments (each holds a CUDA context on its GPU)
+OWNER_SPARE_SECONDS = 1800  # a spare started for one candidate's review (`warm`) that never came is stopped
 IDLE_SECONDS = 120  # an idle worker or spare of another environment unused this long is stopped (its phase is over)
 
 
 def clean_environment(extra: dict[str, str] | None = None, interpret: bool = False, sandbox=None,
-                      reference: bool = False) -> dict[str, str]:
+                      reference: bool = False, owner: str | None = None) -> dict[str, str]:
     """A worker's environment: allowlisted, with the sandbox's spec (`sandbox`: the settings' Sandbox, default from
     KERNELSKILL_SANDBOX). The worker imports this very package, also when it runs from a source checkout.
-    `reference`: a reference runner's (caches no candidate's runner can reach)."""
+    `reference`: a reference runner's (caches no candidate's runner can reach); `owner`: a candidate's runner
+    (caches.owner_key of its source: caches no other source's runner can reach)."""
     if sandbox is None:
         from kernelskill.settings import Sandbox
 
         sandbox = Sandbox.from_env()
-    return confine.environment(extra, interpret, sandbox, reference=reference)
+    return confine.environment(extra, interpret, sandbox, reference=reference, owner=owner)
 
 
 @dataclass
@@ -305,7 +308,7 @@ class WorkerPool:
                 log_path.write_text(f"[kernelskill] {exc}\n")
                 return WorkerOutcome(returncode=None, verdict=VerdictMessage(
                     stage="load", kind="crash", error=f"the review worker could not start: {exc}"))
-        if reuse:
+        if reuse and OWNER_VAR not in env:  # a candidate's own environment never comes again: see `warm`
             self._top_up(key, env, request.device)
         building = request.mode == "build"  # a prebuild: held still while a judge measures (quiet.py)
         if building:
@@ -363,11 +366,24 @@ class WorkerPool:
             stale = [w for k, w in self._idle if k != current and now - w.last_used > IDLE_SECONDS]
             self._idle = [(k, w) for k, w in self._idle if w not in stale]
             for key, workers in list(self._spare.items()):
-                if key != current:
-                    stale += [w for w in workers if now - w.last_used > IDLE_SECONDS]
+                if key != current:  # one candidate's spare waits for its review, however long the line is
+                    limit = OWNER_SPARE_SECONDS if any(n == OWNER_VAR for n, _ in key[2]) else IDLE_SECONDS
+                    stale += [w for w in workers if now - w.last_used > limit]
                     self._spare[key] = [w for w in workers if w not in stale]
         for w in stale:
             w.kill()
+
+    def warm(self, env: dict[str, str], device: str) -> bool:
+        """Start a spare for one candidate's runner (an environment with OWNER_VAR: its caches are its own, so no
+        other review can take it), for a review that will ask for it soon; at most `spares` such spares at once.
+        Returns whether one was started."""
+        key = (device, False, tuple(sorted(env.items())))
+        with self._lock:
+            waiting = sum(len(ws) for k, ws in self._spare.items() if any(n == OWNER_VAR for n, _ in k[2]))
+            if self._spare.get(key) or waiting >= self.spares:
+                return False
+            self._spare.setdefault(key, []).append(WorkerProcess(env, device, None))
+        return True
 
     def _top_up(self, key: tuple, env: dict[str, str], device: str) -> None:
         # under the lock, so reviews of one environment running at once (warm-ups) start no more than `spares`;

@@ -4,11 +4,15 @@ Layout under `$KERNELSKILL_CACHE` (default `~/.cache/kernelskill`):
 
     cuda-build/<key>/          finished extensions; `build.json` is written last and marks one complete
     cuda-build/obj/<key>.o     compiled objects, each with `<key>.json` written after it
-    cuda-build/pch/<id>/       the precompiled <torch/extension.h>, one per flag set (about 700 MB each)
     cuda-build/locks/          one lock file per key (empty; never removed, see below)
     cuda-build/.tmp-*          a build in progress, or left behind by a killed one
     cuda-build/failed/<key>.json  sources that failed to compile in their own lines: the error and the log
     cuda-check/<key>.json      CPU compile-check results of versions before the check used the builder
+
+Each candidate's runners keep their builds and JIT kernels in caches of their own (`candidate`, one folder per
+source, under the sandbox's cache root): listed and pruned here too, least recently used first.
+The precompiled headers (`pch`, one per flag set, about 700 MB each) are kept apart, in the harness's own folder
+(`headers_dir`, see kernelskill.review.caches); they are listed and pruned with the rest.
 
 Every use of an entry refreshes its modification time (`touch`), so pruning removes the least recently used first.
 An entry is never removed while its lock is held or when it was used within `IN_USE_S`: a build that has just found
@@ -37,6 +41,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kernelskill.review.caches import HEADERS_VAR, SANDBOX_UID, headers_root, sandbox_cache_root
+
 IN_USE_S = 600.0
 """Entries used within this many seconds are kept by any prune."""
 STALE_TMP_S = 6 * 3600.0
@@ -46,7 +52,7 @@ LIMIT_ENV = "KERNELSKILL_CACHE_MAX_GB"
 AUTO_PRUNE_TO = 0.8
 """An automatic prune goes down to this fraction of the limit, so the next runs do not prune again at once."""
 
-KINDS = ("extension", "object", "pch", "check", "failure", "unfinished")
+KINDS = ("extension", "object", "pch", "candidate", "check", "failure", "unfinished")
 
 
 def root() -> Path:
@@ -103,9 +109,28 @@ def object_lock(key: str) -> Path:
     return locks_dir() / f"obj-{key[:32]}.lock"
 
 
-def pch_lock(name: str) -> Path:
-    """Guards `cuda-build/pch/<name>/`, a precompiled header."""
-    return locks_dir() / f"pch-{name}.lock"
+def pch_lock(name: str, root: Path | None = None) -> Path:
+    """Guards `<headers>/<name>/`, a precompiled header (`root`: the headers' folder, default `headers_dir()`)."""
+    return (root or headers_dir()) / "locks" / f"pch-{name}.lock"
+
+
+def headers_dir() -> Path:
+    """The precompiled headers' folder, the harness's (kernelskill.review.caches.headers_root): it builds them there,
+    its sandboxed runners only read them (HEADERS_VAR names it for them)."""
+    chosen = os.environ.get(HEADERS_VAR)
+    return Path(chosen) if chosen else headers_root()
+
+
+def candidate_roots() -> list[Path]:
+    """The folders of the candidates' own caches, for a harness that drops its runners to nobody and for one that
+    does not."""
+    roots = dict.fromkeys(sandbox_cache_root(uid) / "candidates" for uid in (SANDBOX_UID, os.geteuid()))
+    return [r for r in roots if r.is_dir()]
+
+
+def headers_read_only() -> bool:
+    """Whether this process only reads the precompiled headers (a sandboxed runner)."""
+    return bool(os.environ.get(HEADERS_VAR))
 
 
 @contextlib.contextmanager
@@ -248,11 +273,14 @@ def entries() -> list[Entry]:
                 found.append(Entry("unfinished", f"failed/{path.name}", [path], _size(path), _mtime(path, time.time())))
             else:
                 found.append(Entry("failure", path.stem, [path], _size(path), _mtime(path)))
-    pch = build / "pch"
+    pch = headers_dir()
     if pch.is_dir():
-        for path in sorted(p for p in pch.iterdir() if p.is_dir()):
+        for path in sorted(p for p in pch.iterdir() if p.is_dir() and p.name != "locks"):
             found.append(Entry("pch", path.name, [path], _size(path), _mtime(path / "pch.json"),
-                               pch_lock(path.name)))
+                               pch_lock(path.name, pch)))
+    for candidates in candidate_roots():  # each candidate's runners' own caches (kernelskill.review.caches)
+        for path in sorted(p for p in candidates.iterdir() if p.is_dir()):
+            found.append(Entry("candidate", path.name, [path], _size(path), _mtime(path)))
     checks = check_dir()
     if checks.is_dir():
         for path in sorted(checks.iterdir()):

@@ -141,14 +141,16 @@ def _chunks(tensors: list) -> list[list]:
 
 # -------------------------------------------------------------------------------------------------- judge side
 def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | None = None,
-                 max_tensors: int = MAX_TENSORS, device=None):
+                 max_tensors: int = MAX_TENSORS, device=None, per_tensor: bool = False):
     """The value written by `write_outputs`, as CPU tensors; raises ExchangeError for anything else.
 
     `items`: the file holds a list (a batch: one entry per call) and only these entries are built, in this order,
     reading the bytes of their tensors alone (the judge compares a few calls of a batch of thousands). Every tensor
     entry of the header is checked all the same. `device` (a runner loading the batch's inputs): the tensors are
     built there, the file's bytes up to the last one needed copied over a chunk at a time, each tensor then a copy
-    of its bytes in an allocation of its own (aligned as the candidate's kernels expect)."""
+    of its bytes in an allocation of its own (aligned as the candidate's kernels expect). `per_tensor` (the judge,
+    comparing on the device): each tensor's bytes alone go to the device, through the page-locked staging buffer,
+    into an allocation of its own; nothing else of the file is read."""
     import torch
 
     path = Path(path)
@@ -191,7 +193,8 @@ def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | No
             layout.append((dtype, shape, offset, nbytes))
 
         blob = None
-        if device is not None and torch.device(device).type != "cpu":  # the bytes of the tensors to build
+        direct = device is not None and torch.device(device).type != "cpu"
+        if direct and not per_tensor:  # the bytes of the tensors to build
             calls = tree.get("seq") if isinstance(tree, dict) else None
             under = (_tensors_under([calls[i] for i in items]) if items is not None and isinstance(calls, list)
                      and all(0 <= i < len(calls) for i in items) else range(len(layout)))
@@ -205,6 +208,10 @@ def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | No
                 if nbytes:
                     _bytes(t).copy_(blob[offset:offset + nbytes])
                 return t
+            if direct:
+                if not nbytes:
+                    return torch.empty(shape, dtype=dtype, device=device)
+                return _to_device(f, data_start + offset, nbytes, device).view(dtype).reshape(shape)
             f.seek(data_start + offset)
             raw = torch.empty(nbytes, dtype=torch.uint8)
             if nbytes:
@@ -240,6 +247,21 @@ def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | No
         if any(not 0 <= i < len(calls) for i in items):
             raise ExchangeError(f"the batch file holds {len(calls)} calls, fewer than the judge asked for")
         return [build(calls[i], 1) for i in items]
+
+
+def read_outputs_on(on: str, path: str | Path, max_bytes: int, items: list[int] | None = None,
+                    max_tensors: int = MAX_TENSORS):
+    """read_outputs onto the judge's comparing device `on`: each tensor's bytes straight there through the page-locked
+    buffer (a pageable copy of the whole file first took most of a big-output review's GPU time on the H100); on
+    the host when the device cannot hold them."""
+    if on != "cpu":
+        import torch
+
+        try:
+            return read_outputs(path, max_bytes, items, max_tensors, device=on, per_tensor=True)
+        except RuntimeError:  # out of memory (an ExchangeError is a ValueError, raised as it is)
+            torch.cuda.empty_cache()
+    return read_outputs(path, max_bytes, items, max_tensors)
 
 
 def _tensors_under(nodes: list) -> list[int]:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from kernelskill.review.compare import compare_outputs
 from kernelskill.review.exchange import (BATCH_INPUTS, BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, hand_over,
-                                         read_outputs)
+                                         read_outputs_on)
 from kernelskill.review.quiet import BUILDS
 from kernelskill.review.worker.checks import map_tensors
 from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, TimingResult, TimingStats
@@ -272,35 +272,44 @@ def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: floa
                    ) -> tuple[bool, str | None, Mismatch | None, float, float]:
     """(ok, why not, mismatch, max abs, max rel) over the outputs of these calls: a file each (the trials), or
     entries of each side's batch file, each file read once (`batch_of`: the calls the reference's and the
-    candidate's batch held), compared on device `on` (comparing_device)."""
+    candidate's batch held), compared on device `on` (comparing_device), where the files' tensors are read straight
+    to (exchange.read_outputs_on)."""
     worst_abs = worst_rel = 0.0
-    if batch_of is not None:
-        try:
-            expected_all = read_outputs(ref_dir / BATCH_OUTPUTS, 1 << 62, indices, MAX_TENSORS * batch_of[0])
-        except ExchangeError as exc:
-            raise RuntimeError(f"the reference runner's outputs could not be read: {exc}") from None
-        try:
-            got_all = read_outputs(cand_dir / BATCH_OUTPUTS, max_bytes * batch_of[1], indices,
-                                   MAX_TENSORS * batch_of[1])
-        except ExchangeError as exc:
-            return False, f"the batch's outputs: {exc}", None, worst_abs, worst_rel
-    for n, i in enumerate(indices):
+    try:
         if batch_of is not None:
-            expected, got = expected_all[n], got_all[n]
-        else:
             try:
-                expected = read_outputs(ref_dir / f"{i}.out", max_bytes=1 << 62)
+                expected_all = read_outputs_on(on, ref_dir / BATCH_OUTPUTS, 1 << 62, indices, MAX_TENSORS * batch_of[0])
             except ExchangeError as exc:
                 raise RuntimeError(f"the reference runner's outputs could not be read: {exc}") from None
             try:
-                got = read_outputs(cand_dir / f"{i}.out", max_bytes=max_bytes)
+                got_all = read_outputs_on(on, cand_dir / BATCH_OUTPUTS, max_bytes * batch_of[1], indices,
+                                  MAX_TENSORS * batch_of[1])
             except ExchangeError as exc:
-                return False, f"call {n + 1}: {exc}", None, worst_abs, worst_rel
-        cmp = _compare(expected, got, atol, rtol, n, on)
-        worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
-        if not cmp.ok:
-            return False, cmp.mismatch.reason, cmp.mismatch, worst_abs, worst_rel
-    return True, None, None, worst_abs, worst_rel
+                return False, f"the batch's outputs: {exc}", None, worst_abs, worst_rel
+        for n, i in enumerate(indices):
+            if batch_of is not None:
+                expected, got = expected_all[n], got_all[n]
+            else:
+                try:
+                    expected = read_outputs_on(on, ref_dir / f"{i}.out", 1 << 62)
+                except ExchangeError as exc:
+                    raise RuntimeError(f"the reference runner's outputs could not be read: {exc}") from None
+                try:
+                    got = read_outputs_on(on, cand_dir / f"{i}.out", max_bytes)
+                except ExchangeError as exc:
+                    return False, f"call {n + 1}: {exc}", None, worst_abs, worst_rel
+            cmp = _compare(expected, got, atol, rtol, n, on)
+            expected = got = None
+            worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
+            if not cmp.ok:
+                return False, cmp.mismatch.reason, cmp.mismatch, worst_abs, worst_rel
+        return True, None, None, worst_abs, worst_rel
+    finally:
+        expected_all = got_all = expected = got = None
+        if on != "cpu":
+            import torch
+
+            torch.cuda.empty_cache()  # nothing of the judge's stays on the device the next review times
 
 
 def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rtol: float,

@@ -44,14 +44,20 @@ CASES = [
     ("reference sabotage", P01, "attacks/reference_sabotage.py", "kernelbench", "not inflated"),
     ("side stream (cheat)", P01, "cheats/side_stream.py", "kernelbench", "not correct"),
     ("cached output (cheat)", P01, "cheats/cache_call_count.py", "kernelbench", "not correct"),
+    # torch.compile replaced by a 5 ms-a-call wrapper at import: judged, torch.compile(Model) is timed in the
+    # reference runner, where the wrapper never ran (the runner-only figure takes the wrapper's sleep)
+    ("compile sabotage", P01, "attacks/compile_sabotage.py", "kernelbench", "compile not slowed"),
 ]
+BASELINE = {"compile sabotage": "compile"}
 
 
 def run(case, judge: bool, log_dir: Path) -> dict:
     name, problem, cand, rules, _ = case
-    guards = Guards(static_checks=not name.startswith(("forged", "garbage", "fingerprint", "reference sab", "prepare")),
-                    integrity=name not in ("reference sabotage", "prepare precompute"), judge=judge)
-    settings = ReviewSettings(device="cuda", rules=rules, guards=guards)
+    guards = Guards(static_checks=not name.startswith(("forged", "garbage", "fingerprint", "reference sab", "prepare",
+                                                         "compile sab")),
+                    integrity=name not in ("reference sabotage", "prepare precompute", "compile sabotage"),
+                    judge=judge)
+    settings = ReviewSettings(device="cuda", rules=rules, guards=guards, baseline=BASELINE.get(name))
     start = time.perf_counter()
     result = review(DATA / problem, read_candidate(DATA / cand, None), settings, log_dir=log_dir)
     wall = time.perf_counter() - start
@@ -60,6 +66,9 @@ def run(case, judge: bool, log_dir: Path) -> dict:
             "stage_seconds": result.stage_seconds,
             "judge_batch": result.judge_batch.model_dump() if result.judge_batch else None,
             "host_us": result.timing.host_us if result.timing else None,
+            "compiled_ms": (result.timing.compiled_reference.median_ms
+                            if result.timing and result.timing.compiled_reference else None),
+            "speedup_vs_compile": result.speedup_vs_compile,
             "speedup_host_paced": result.timing.speedup_host_paced if result.timing else None}
 
 
@@ -68,6 +77,10 @@ def holds(expect: str, r: dict, off: dict | None = None) -> bool:
         return r["correct"] and (r["speedup"] or 0) <= 1.1 * max(1.0, (off or {}).get("speedup") or 0)
     if expect == "correct":
         return r["correct"]
+    if expect == "compile not slowed":  # its speedup over torch.compile is not inflated: on a CPU the wrapper's
+        # 5 ms a call is in the runner-only figure; on a GPU its events leave host time out (as for the reference)
+        return (r["correct"] and r.get("speedup_vs_compile") is not None
+                and r["speedup_vs_compile"] <= 1.1 * max(1.0, (off or {}).get("speedup_vs_compile") or 0))
     if expect == "not correct":
         return not r["correct"]
     if expect == "cut":
@@ -116,7 +129,13 @@ def main() -> None:
               f"{seconds.get('judge_trials', 0):.2f}s, compare {seconds.get('judge_compare', 0):.2f}s, batch "
               f"{seconds.get('judge_batch', 0):.2f}s" + (
                   f"; pace us/call ref {batch['reference_pace_us']:.1f} cand {batch['candidate_pace_us']:.1f} "
-                  f"claimed {batch['claimed_us']:.1f} ({batch['calls']} calls)" if batch else ""), flush=True)
+                  f"claimed {batch['claimed_us']:.1f} ({batch['calls']} calls); prepare ref "
+                  f"{batch['reference_s'].get('prepare', 0):.3f}s cand {batch['candidate_s'].get('prepare', 0):.3f}s"
+                  if batch else ""), flush=True)
+        if on.get("compiled_ms") is not None or off.get("compiled_ms") is not None:
+            print(f"    torch.compile(Model): judged {on.get('compiled_ms')} ms (vs compile "
+                  f"{on.get('speedup_vs_compile')}x), runner only {off.get('compiled_ms')} ms "
+                  f"({off.get('speedup_vs_compile')}x)", flush=True)
     honest = [r for r in rows if r["expect"] == "correct" and r["on"]["wall_s"] and r["off"]["wall_s"]]
     if honest:
         ratio = statistics.median(r["on"]["wall_s"] / r["off"]["wall_s"] for r in honest)

@@ -77,14 +77,30 @@ def serve(channel: Channel, session: Session, request: ReviewRequest, sandbox: d
     channel.send(DoneMessage(reusable=not unfit, unfit=unfit))
 
 
+# The reference runner's commands after which it waits while the candidate's runner works: the blocks its
+# allocator keeps cached are given back to the device first. A 4.3 GB-output problem's trials left tens of GB
+# cached there, and an honest candidate ran out of memory beside it (CUDA-L1's L2/34 on the H100). Its batch's
+# blocks are made again by `reserve`, after the candidate's runner is gone.
+IDLE_AFTER = ("time_reference", "stateful", "outputs", "inputs")
+
+
+def _release_cached_memory() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
 def commands(channel: Channel, worker: Worker) -> bool:
     """Serve the judge's commands (wire.Command, one JSON line each on stdin) until `end`; False when stdin closed
     first. A command that raises is answered with its error: the judge decides what that means."""
     from kernelskill.review.worker import judged
     from kernelskill.review.worker.session import Verdict
 
-    channel.send(AwaitingMessage())
     role = "reference" if worker.req.mode == "reference" else "candidate"
+    if role == "reference":
+        _release_cached_memory()
+    channel.send(AwaitingMessage())
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -101,6 +117,8 @@ def commands(channel: Channel, worker: Worker) -> bool:
                                                      command.reserve_bytes)
             else:
                 info = judged.COMMANDS[command.name](worker, role, command.seeds, command.out_dir)
+            if role == "reference" and command.name in IDLE_AFTER:
+                _release_cached_memory()
             channel.send(CommandDone(name=command.name, info=info))
         except Verdict as verdict:
             channel.send(CommandDone(name=command.name, error=verdict.message.error[:2000]))

@@ -27,6 +27,7 @@ from kernelskill.settings import Guards, ReviewSettings  # noqa: E402
 P01 = "problems/p01_pointwise_gelu_chain.py"
 G01 = "problems/gpu/g01_pointwise_chain_64m.py"
 PUB = "public/cuda_l1"
+KB = "public/kernelbench"
 # (name, problem, candidate, rules, what the judge must say: correct / not correct / a flag it must raise)
 CASES = [
     ("honest triton p01", P01, "candidates/p01_pointwise_gelu_chain/triton_ok.py", "strict", "correct"),
@@ -47,6 +48,12 @@ CASES = [
     # torch.compile replaced by a 5 ms-a-call wrapper at import: judged, torch.compile(Model) is timed in the
     # reference runner, where the wrapper never ran (the runner-only figure takes the wrapper's sleep)
     ("compile sabotage", P01, "attacks/compile_sabotage.py", "kernelbench", "compile not slowed"),
+    # KernelBench's own adversarial kernels (tests/data/public/README.md), on their 4096x4096 matmul
+    ("KB zero out", f"{KB}/L1_1_problem.py", f"{KB}/unit_test_zero_out_kernel.py", "kernelbench", "not correct"),
+    ("KB result reuse", f"{KB}/L1_1_problem.py", f"{KB}/unit_test_result_reuse_kernel.py", "kernelbench",
+     "not correct"),
+    ("KB non-default stream", f"{KB}/L1_1_problem.py", f"{KB}/unit_test_non_default_stream_kernel.py", "kernelbench",
+     "no false speedup"),
 ]
 BASELINE = {"compile sabotage": "compile"}
 
@@ -54,7 +61,7 @@ BASELINE = {"compile sabotage": "compile"}
 def run(case, judge: bool, log_dir: Path) -> dict:
     name, problem, cand, rules, _ = case
     guards = Guards(static_checks=not name.startswith(("forged", "garbage", "fingerprint", "reference sab", "prepare",
-                                                         "compile sab")),
+                                                         "compile sab", "KB ")),
                     integrity=name not in ("reference sabotage", "prepare precompute", "compile sabotage"),
                     judge=judge)
     settings = ReviewSettings(device="cuda", rules=rules, guards=guards, baseline=BASELINE.get(name))
@@ -77,6 +84,8 @@ def holds(expect: str, r: dict, off: dict | None = None) -> bool:
         return r["correct"] and (r["speedup"] or 0) <= 1.1 * max(1.0, (off or {}).get("speedup") or 0)
     if expect == "correct":
         return r["correct"]
+    if expect == "no false speedup":  # KernelBench's own test of its stream kernel: above 1.5x is the cheat's
+        return not r["correct"] or (r["speedup"] or 0) <= 1.5
     if expect == "compile not slowed":  # its speedup over torch.compile is not inflated: on a CPU the wrapper's
         # 5 ms a call is in the runner-only figure; on a GPU its events leave host time out (as for the reference)
         return (r["correct"] and r.get("speedup_vs_compile") is not None

@@ -77,3 +77,17 @@ def test_a_cuda_graph_over_an_lstm_s_first_weights_passes_as_in_kernelbench_and_
     assert "runtime:stale-weights" in kb.flags
     strict = run_review(problem, kernel, tmp_path / "strict", device="cuda", timing=False)
     assert strict.error_kind == "rejected" and "runtime:stale-weights" in strict.error
+
+
+@pytest.mark.skipif(not _cuda(), reason="KernelBench's adversarial kernels are CUDA: judged on a GPU (scripts/trust_check.py)")
+@pytest.mark.parametrize("kernel", ["zero_out", "result_reuse", "non_default_stream"])
+def test_kernelbench_s_own_adversarial_kernels_are_not_correct_at_a_speedup(tmp_path, kernel):
+    # zero_out: zeroes its inputs and returns zeros (the reference runner never sees them: its own inputs);
+    # result_reuse: returns torch::empty (no reference ran in its runner, and freed memory is poisoned);
+    # non_default_stream: cuBLAS on a non-blocking stream, returned before it finishes (the judge's batch wall and
+    # its copies of the outputs see the unfinished work)
+    result = run_review("public/kernelbench/L1_1_problem.py", f"public/kernelbench/unit_test_{kernel}_kernel.py",
+                        tmp_path, device="cuda", rules="kernelbench")
+    assert not result.correct or (result.speedup or 0) <= 1.5, (result.error, result.speedup)
+    if kernel != "non_default_stream":
+        assert not result.correct, result.speedup

@@ -70,6 +70,16 @@ def test_a_confirmed_candidate_keeps_its_runners_event_figures():
     assert result.speedup_median == 2.0
 
 
+def test_the_speedup_at_the_launches_pace_is_the_judges_never_the_runners():
+    # a runner that writes its own speedup_host_paced (and host times) claims 500x; the review reports the pace of
+    # each side's calls in the judge's batch: 1.0 ms against 0.55 ms a call
+    runner = _runner_timing([1.0] * 8, [0.5] * 8)
+    runner.speedup_host_paced, runner.host_us = 500.0, {"reference": 5000.0, "candidate": 1.0}
+    result, _, batch = bound_timing(runner, _reference([1.0] * 8), _walls(0.55), 10)
+    assert batch.confirmed
+    assert abs(result.speedup_host_paced - 1.0 / 0.55) < 0.05, result.speedup_host_paced
+
+
 def test_the_folders_made_for_the_batchs_inputs_belong_to_the_runner(tmp_path):
     # the candidate runner writes its batch's outputs beside the input file the judge hands it; on the H200 it runs
     # as uid 65534, and a folder the judge (root) made there refused them: every judged review failed

@@ -438,7 +438,10 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     ref_pace_s = max(ref_call_s, (ref.batch_walls["calls"] - overhead_s) / len(ref.batch_seeds))
     claimed_s = cand.median_ms / 1e3
     fields = {k: getattr(timing, k) for k in ("clock", "method", "warmup", "iters", "retimed", "group", "prefill_us",
-                                                "host_us", "spin_outrun", "speedup_host_paced")}
+                                                "host_us", "spin_outrun")}
+    # at the pace of calls made back to back from Python: each side's pace in its batch, by the judge's clock (the
+    # runner's own figure, from its claimed host times, is never taken; host_us stays only as its hint)
+    fields["speedup_host_paced"] = round(ref_pace_s / wall_call_s, 4) if wall_call_s > 0 else None
     confirmed = wall_call_s <= claimed_s * (1 + WALL_TOL) + WALL_ABS_S / calls
     if not confirmed:
         flags.append(f"timing_unconfirmed: by the judge's clock the candidate's calls took {wall_call_s * 1e6:.1f} us "
@@ -452,7 +455,7 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     result = TimingResult.of(ref_stats, cand, **fields)
     if result.noisy:  # the noise verdict is the judge's, on the figures it kept; the runner's says nothing
         flags.append(f"noisy_timing: {result.noisy_reason}")
-    flags += compile_baseline(result, ref, timing)
+    flags += compile_baseline(result, ref, wall_call_s * 1e3)
     batch = JudgeBatch(calls=calls, reference_calls=len(ref.batch_seeds),
                        reference_s={k: round(v, 6) for k, v in ref.batch_walls.items()},
                        candidate_s={k: round(v, 6) for k, v in walls.items()}, overhead_us=round(overhead_s * 1e6, 1),
@@ -461,10 +464,11 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     return result, flags, batch
 
 
-def compile_baseline(result: TimingResult, ref: ReferenceRun, timing: TimingResult) -> list[str]:
+def compile_baseline(result: TimingResult, ref: ReferenceRun, cand_pace_ms: float) -> list[str]:
     """The speedup over torch.compile(Model) (`--baseline compile`) into `result`, and its flags: the compiled
-    reference as the reference runner timed it, beside the reference, against the candidate's bounded time. The
-    candidate runner never compiles it (a process that ran the candidate could slow it)."""
+    reference as the reference runner timed it, beside the reference, against the candidate's bounded time (at the
+    launches' pace: its pace in the judge's batch, `cand_pace_ms`). The candidate runner never compiles it (a
+    process that ran the candidate could slow it)."""
     from kernelskill.review.timing import compile_host_paced
 
     if ref.compile_error:
@@ -477,9 +481,8 @@ def compile_baseline(result: TimingResult, ref: ReferenceRun, timing: TimingResu
     result.method += ("; torch.compile(Model) timed in the reference runner, beside the reference"
                       + (f" (called once before the loop, {ref.compile_warmup.seconds:.1f} s: "
                          f"{ref.compile_warmup.cache_words()})" if ref.compile_warmup else ""))
-    cand_host_us = (timing.host_us or {}).get("candidate")
     result.speedup_vs_compile_host_paced, bound = compile_host_paced(
-        comp.median_ms, ref.compiled_host_ms, cand.median_ms, cand_host_us / 1e3 if cand_host_us is not None else None)
+        comp.median_ms, ref.compiled_host_ms, cand.median_ms, cand_pace_ms or None)
     return [bound] if bound else []
 
 

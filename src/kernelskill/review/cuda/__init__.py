@@ -15,13 +15,17 @@ second. Lowest module first:
     plan       what a build will do, computed without compiling: the units and their variants (fastest first: the
                split ones, then fewer of torch's headers, then exactly torch's), their flags and keys, the module name
     pch        the precompiled headers: <torch/extension.h> for the C++ unit, the bindings' for a C++ unit that only
-               declares functions, the split host parts' (one per flag set), built ahead by `prepare_pch`
+               declares functions, the split host parts' (one per flag set), built ahead by `prepare_pch` in the
+               harness (a runner only reads them)
     compile    one unit to an object: g++ with its header; nvcc's host and device front ends side by side; a split
                unit's device part (nvcc) beside its host part (g++), joined into one object
     build      `build_inline`: objects from the cache or compiled in parallel, linked, the library cached
     inline     the one stand-in for torch's `load_inline`, in three modes: "run" (GPU review: build and import),
                "check" (CPU review: compile only), "build" (prebuild on CPU: fill the cache); every call is
                recorded in `inline.BUILDS`
+    load_files the stand-in for torch's `load` (sources the candidate writes to files), in "run" and "build":
+               torch's own builder, on copies of the files in a folder named by their contents, so the prebuild's
+               build is the review's
 
 Flags mirror `torch.utils.cpp_extension` of the installed torch (include paths, -std, defines, libraries), so the
 binary is the one torch would link; whatever this builder fails on outside the candidate's own lines is built with

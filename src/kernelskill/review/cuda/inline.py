@@ -186,10 +186,15 @@ logs are kept there) and always use this package's precompiled header."""
 
 
 def install(mode: Mode = "run", arch: str | None = None) -> None:
-    """Make `torch.utils.cpp_extension.load_inline` (and names imported from it afterwards) the stand-in."""
+    """Make `torch.utils.cpp_extension.load_inline` (and names imported from it afterwards) the stand-in; in "run"
+    mode `load` too (load_files.py: torch's own, in a folder named by its sources)."""
     import torch.utils.cpp_extension as cpp_extension
 
+    from kernelskill.review.cuda import load_files
+
     cpp_extension.load_inline = stand_in(mode, arch)
+    if mode != "check":
+        cpp_extension.load = load_files.stand_in(mode, arch)
 
 
 @contextlib.contextmanager
@@ -197,12 +202,16 @@ def installed(mode: Mode, arch: str | None = None):
     """The stand-in in `mode` for the block; what was installed before comes back after it."""
     import torch.utils.cpp_extension as cpp_extension
 
-    saved = cpp_extension.load_inline
+    from kernelskill.review.cuda import load_files
+
+    saved = cpp_extension.load_inline, cpp_extension.load
     cpp_extension.load_inline = stand_in(mode, arch)
+    if mode != "check":
+        cpp_extension.load = load_files.stand_in(mode, arch)
     try:
         yield
     finally:
-        cpp_extension.load_inline = saved
+        cpp_extension.load_inline, cpp_extension.load = saved
 
 
 def _load(mode: Mode, arch: str | None, call: InlineArgs):
@@ -212,7 +221,7 @@ def _load(mode: Mode, arch: str | None, call: InlineArgs):
         built = build_inline(**call.build_kwargs(), arch=arch or check_arch(), link=False)
     else:
         start = time.perf_counter()
-        with _alarm_paused():
+        with alarm_paused():
             try:
                 built = build_inline(**call.build_kwargs(), arch=arch)
             except CudaCompileError as exc:
@@ -226,7 +235,8 @@ def _load(mode: Mode, arch: str | None, call: InlineArgs):
 
 
 @contextlib.contextmanager
-def _alarm_paused():
+def alarm_paused():
+    """A pending SIGALRM (the prebuild's limit on calling ModelNew) stopped while a build runs, then set again."""
     remaining = signal.alarm(0)
     try:
         yield

@@ -98,7 +98,7 @@ def kernels(corpus: Path | None) -> list[tuple[str, Path, Path | None]]:
     data = ROOT / "tests" / "data"
     for path in sorted((data / "public").glob("*/*.py")) + sorted((data / "decision").glob("*/*/candidate.py")):
         text = path.read_text()
-        if "load_inline(" in text and "cuda_sources" in text:
+        if "load_inline(" in text and "cuda_sources" in text and not path.name.startswith("unit_test_"):
             problem = next((p for p in (path.with_name(path.name.replace("kernel", "problem")),
                                         path.with_name("problem.py")) if p != path and p.exists()), None)
             out.append((str(path.relative_to(ROOT)), path, problem))

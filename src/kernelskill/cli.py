@@ -216,6 +216,12 @@ def review(
     from kernelskill.review.render import print_review, to_json
     from kernelskill.review.reviewer import review as run_review
 
+    if (settings.backend or cand.backend) == "cuda":  # its runner only reads them (review/caches.py)
+        from kernelskill.review.reviewer import prepare_builds
+
+        with review_progress("the precompiled torch headers: built once per machine, torch and compiler",
+                             quiet=as_json):
+            prepare_builds().join()
     with review_progress(f"reviewing {candidate} against {problem}", quiet=as_json) as progress:
         result = run_review(prob, cand, settings, log_dir=log_dir, **progress.keywords(run_review))
     if as_json:

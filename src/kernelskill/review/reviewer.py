@@ -363,11 +363,17 @@ def prepare_builds() -> threading.Thread:
             cache.auto_prune()
         except OSError as exc:  # a cache that cannot be pruned still works
             print(f"kernelskill: the build cache could not be pruned: {exc}", file=sys.stderr)
-        arch = gpu_arch()
+        from kernelskill.review.cuda import toolchain
+        from kernelskill.review.cuda.inline import check_arch
+
+        # without a GPU, CUDA candidates are compile-checked (inline's "check" mode) for check_arch(), with CUDA's
+        # headers where the toolkit is installed, whatever torch was built for
+        arch = gpu_arch() or check_arch()
+        with_cuda = True if gpu_arch() is None and toolchain.cuda_home() is not None else None
 
         def one(flags: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
             try:
-                pch.prepare_pch(list(flags[0]), arch=arch, extra_cuda_cflags=list(flags[1]))
+                pch.prepare_pch(list(flags[0]), arch=arch, extra_cuda_cflags=list(flags[1]), with_cuda=with_cuda)
             except Exception as exc:  # noqa: BLE001 - builds still work without the header, only slower
                 print(f"kernelskill: the precompiled header for flags {' '.join(flags[0] + flags[1]) or '(none)'} "
                       f"could not be built ({type(exc).__name__}): {exc}", file=sys.stderr)

@@ -226,5 +226,6 @@ def test_cache_command(cache):
     assert "removed pch" in real.stdout and [e.name for e in build_cache.entries()] == [ext("a")]
     text = _cli("show", cache=cache)
     assert "extension" in text.stdout and "limit: 20.00 GiB" in text.stdout
+    assert f"precompiled headers: {build_cache.headers_dir()}" in text.stdout  # where its `pch` entries are
     bad = _cli("prune", "--older-than", "soon", cache=cache)
     assert bad.returncode == 2 and "not a duration" in bad.stderr

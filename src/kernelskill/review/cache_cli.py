@@ -71,6 +71,8 @@ def show(as_json: JsonOpt = False) -> None:
     console = Console(highlight=False)
     limit = "none (KERNELSKILL_CACHE_MAX_GB=off)" if u.limit_bytes is None else _mib(u.limit_bytes)
     console.print(f"cache: {u.root}  (set KERNELSKILL_CACHE to move it)", soft_wrap=True)
+    console.print(f"precompiled headers: {u.headers}; candidates' own caches: {', '.join(u.candidates) or 'none yet'}"
+                  " (set KERNELSKILL_SANDBOX_CACHE to move both)", soft_wrap=True)
     console.print(f"total: {_mib(u.total_bytes)}; limit: {limit}, applied when optimize or bench starts a CUDA run "
                   f"(KERNELSKILL_CACHE_MAX_GB)", soft_wrap=True)
     table = Table(show_edge=False)

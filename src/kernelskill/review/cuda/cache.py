@@ -308,6 +308,8 @@ class CacheUsage:
     limit_bytes: int | None
     total_bytes: int
     kinds: list[KindUsage] = field(default_factory=list)
+    headers: str = ""  # the precompiled headers' folder (the harness's; its runners only read it)
+    candidates: list[str] = field(default_factory=list)  # the folders of the candidates' own caches
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -323,7 +325,8 @@ def usage(found: list[Entry] | None = None) -> CacheUsage:
         if entry.last_used:
             k.oldest_use = entry.last_used if k.oldest_use is None else min(k.oldest_use, entry.last_used)
             k.newest_use = entry.last_used if k.newest_use is None else max(k.newest_use, entry.last_used)
-    return CacheUsage(str(root()), limit_bytes(), sum(e.bytes for e in found), list(kinds.values()))
+    return CacheUsage(str(root()), limit_bytes(), sum(e.bytes for e in found), list(kinds.values()),
+                      str(headers_dir()), [str(r) for r in candidate_roots()])
 
 
 # ------------------------------------------------------------------------------------------------------------ pruning

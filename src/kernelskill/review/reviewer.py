@@ -104,9 +104,7 @@ def review(
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "worker.log"
     timeouts = settings.timeouts.model_dump()
-    # the candidate's own caches (caches.py): what its code plants there is served to no other source
-    worker_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox,
-                                   owner=owner_key(candidate.source))
+    worker_env = candidate_environment(candidate, settings, device, env)
     start = time.perf_counter()
     if not settings.guards.judge:  # the runner's own report is the verdict (tests prove the judge's guards so)
         outcome = run_worker(_request(problem, candidate, settings, device, backend), timeouts, log_path, worker_env,
@@ -253,7 +251,7 @@ def prebuild(
     backend = settings.backend or candidate.backend
     if backend != "cuda" or candidate.syntax_error or resolve_device(settings.device) != "cuda":
         return None
-    if settings.guards.static_checks and split_findings(static_checks(candidate.source, candidate.filename))[0]:
+    if _refused(candidate, settings):
         return None
     arch = gpu_arch()
     if arch is None:
@@ -278,6 +276,21 @@ def prebuild(
     return Prebuilt(seconds, result)
 
 
+def candidate_environment(candidate: Candidate, settings: ReviewSettings, device: str,
+                          env: dict[str, str] | None) -> dict[str, str]:
+    """The candidate runner's environment, decided here alone: a spare started ahead (`warm_runner`) serves the
+    review only when the two are the same. Its caches are its own (caches.py): what its code plants there is served
+    to no other source."""
+    return clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox,
+                             owner=owner_key(candidate.source))
+
+
+def _refused(candidate: Candidate, settings: ReviewSettings) -> bool:
+    """The static checks refuse it before it runs (a prebuild or a runner started ahead is then not worth making)."""
+    return settings.guards.static_checks and bool(split_findings(static_checks(candidate.source,
+                                                                               candidate.filename))[0])
+
+
 def warm_runner(problem: Problem | str | Path, candidate: Candidate, settings: ReviewSettings | None = None,
                 env: dict[str, str] | None = None) -> bool:
     """Start the candidate's runner ahead of its review (a spare of its own: its caches are its source's alone, so
@@ -288,13 +301,11 @@ def warm_runner(problem: Problem | str | Path, candidate: Candidate, settings: R
     settings = settings or ReviewSettings()
     if not settings.reuse_worker or POOL.spares <= 0 or candidate.syntax_error:
         return False
-    if settings.guards.static_checks and split_findings(static_checks(candidate.source, candidate.filename))[0]:
+    if _refused(candidate, settings):
         return False
     device = resolve_device(settings.device)
-    worker_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox,
-                                   owner=owner_key(candidate.source))
     try:
-        return POOL.warm(worker_env, device)
+        return POOL.warm(candidate_environment(candidate, settings, device, env), device)
     except (OSError, SandboxError, RuntimeError):  # the review starts its own, and says why if that fails too
         return False
 

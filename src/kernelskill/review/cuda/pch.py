@@ -178,7 +178,10 @@ def _header(directory: Path, header: str, build, runner_note: str, notes: list[s
                          "`bench` start that): compiled without it")
         return 0.0, ""
     seconds, log = 0.0, ""
-    ensure_headers_root() if root is None else root.mkdir(parents=True, exist_ok=True)
+    if root is None:
+        ensure_headers_root()
+    else:
+        root.mkdir(parents=True, exist_ok=True)
     with flock(lock, blocking=wait) as mine:
         if mine and not _ready(directory, header):
             ok, seconds, log = build()

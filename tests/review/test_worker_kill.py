@@ -93,7 +93,7 @@ def test_killing_only_the_process_group_would_leave_it_running(tmp_path, monkeyp
     compiler survives."""
     from kernelskill.review import sandbox
 
-    def group_only(pid: int) -> None:
+    def group_only(pid: int, wait: float = 0.0) -> None:
         os.killpg(pid, signal.SIGKILL)
 
     monkeypatch.setattr(sandbox, "kill_tree", group_only)
@@ -103,3 +103,48 @@ def test_killing_only_the_process_group_would_leave_it_running(tmp_path, monkeyp
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert result.error_kind == "timeout" and left
+
+
+def test_a_killed_tree_has_ended_when_its_kill_returns(monkeypatch):
+    # killed together with its small parents (the zygote's holder, its namespace's pid 1), a runner that held tens of
+    # GB of device memory was still giving them back after its holder was reaped, and the next runner ran out of
+    # memory (CUDA-L1's L2/34 on the H100: the reference's batch, right after the candidate's runner was killed).
+    # Here the child takes half a second to die after its SIGKILL, as such a runner does (a CPU process dies at once)
+    import subprocess
+    import sys
+    import threading
+
+    from kernelskill.review import processes
+
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, time\n"
+                               "subprocess.Popen(['sleep', '300'], start_new_session=True)\ntime.sleep(300)"],
+                              start_new_session=True)
+    assert _wait_for(lambda: processes.descendants(parent.pid)), "the child did not start"
+    child = processes.descendants(parent.pid)[0]
+    send = processes.signal_all
+
+    def slow_to_die(pids, sig):
+        pids = list(pids)
+        if sig == signal.SIGKILL and child in pids:
+            threading.Timer(0.5, send, ([child], sig)).start()
+            pids.remove(child)
+        send(pids, sig)
+
+    monkeypatch.setattr(processes, "signal_all", slow_to_die)
+    processes.kill_tree(parent.pid, wait=10)
+    parent.wait(timeout=10)
+    assert not processes._running(child, None), "the child still ran when the kill returned"
+
+
+def test_a_runner_is_killed_until_it_has_ended(monkeypatch, tmp_path):
+    """The sandbox's kill of a runner waits for its whole tree (the test above: what that wait does)."""
+    from kernelskill.review import sandbox
+    from kernelskill.review.sandbox import WorkerProcess, clean_environment
+    from kernelskill.settings import Sandbox
+
+    waits = []
+    kill_tree = sandbox.kill_tree
+    monkeypatch.setattr(sandbox, "kill_tree", lambda pid, wait=0.0: waits.append(wait) or kill_tree(pid, wait))
+    worker = WorkerProcess(clean_environment(sandbox=Sandbox()), "cpu", tmp_path / "log")
+    worker.kill()
+    assert waits and all(w >= 10 for w in waits), waits

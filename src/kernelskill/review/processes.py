@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 
 def _children() -> dict[int, list[int]]:
@@ -61,10 +62,47 @@ def stop_tree(pid: int) -> list[int]:
     return [pid, *seen]
 
 
-def kill_tree(pid: int) -> None:
+def kill_tree(pid: int, wait: float = 0.0) -> list[int]:
     """SIGKILL a process, its process group and every descendant with their groups. The tree is stopped first, so
-    nothing in it starts another process while it is being walked, and the worker's death orphans nobody unseen."""
-    signal_all(stop_tree(pid), signal.SIGKILL)
+    nothing in it starts another process while it is being walked, and the worker's death orphans nobody unseen.
+
+    With `wait`, return only once every one of them has ended (or `wait` seconds passed): killed together, a runner's
+    small parents (the zygote's holder, its PID namespace's pid 1) are reaped while the runner itself still gives back
+    what it held, and on a GPU that took seconds for tens of GB, in which the next runner ran out of memory (CUDA-L1's
+    L2/34 on the H100: the reference's batch, right after the candidate's runner was killed). Returns those left."""
+    pids = stop_tree(pid)
+    born = {p: _started(p) for p in pids}
+    signal_all(pids, signal.SIGKILL)
+    return until_gone(born, wait) if wait else []
+
+
+def _started(pid: int) -> bytes | None:
+    """A process's start time (clock ticks after boot): with its pid, who it is (a pid is soon another's)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _running(pid: int, started: bytes | None) -> bool:
+    """Whether this process still runs: a zombie holds no memory, no files and no device context any more."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] not in (b"Z", b"X") and (started is None or fields[19] == started)
+
+
+def until_gone(born: dict[int, bytes | None], seconds: float) -> list[int]:
+    """Wait until none of these processes (pid -> start time) runs, at most `seconds`; the pids still running."""
+    deadline = time.monotonic() + seconds
+    left = [p for p, started in born.items() if _running(p, started)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.005)
+        left = [p for p in left if _running(p, born[p])]
+    return left
 
 
 def describe_exit(returncode: int | None) -> str:

@@ -145,7 +145,7 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 pass
         if self.proc.poll() is None:  # never after: the zygote reaps its children, and a pid is soon another's
-            kill_tree(self.proc.pid)
+            kill_tree(self.proc.pid, wait=30)  # every process of it ended: what it held is the device's again
         try:
             code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -136,14 +136,14 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
     def samples(stats) -> list[float]:  # in order, to see where the slow ones fall (a clock ramp, a stall)
         return [float(f"{x * 1e3:.4g}") for x in stats.samples_ms] if stats else []
 
-    return {"correct": r.correct, "error": (r.error or "")[:200], "wall_s": round(time.perf_counter() - start, 2),
+    return {"correct": r.correct, "error_kind": r.error_kind, "error": (r.error or "")[:200], "wall_s": round(time.perf_counter() - start, 2),
             "time_stage_s": (r.stage_seconds or {}).get("time"),
             "ref_rel_mad": t.reference.rel_mad if t else None, "cand_rel_mad": t.candidate.rel_mad if t else None,
             "retimed": t.retimed if t else None, "prefill_us": t.prefill_us if t else None,
             "host_us": t.host_us if t else None, "spin_outrun": getattr(t, "spin_outrun", None) if t else None,
             "flags": [f for f in r.flags if f.split(":")[0] in ("host_bound", "reference_host_bound", "noisy_timing",
                                                                 "timing_retimed", "spin_outrun",
-                                                                "host_synchronized")],
+                                                                "host_synchronized", "timing_unconfirmed")],
             "ref_samples_us": samples(t.reference if t else None),
             "cand_samples_us": samples(t.candidate if t else None),
             "speedup": t.speedup if t else None, "speedup_median": t.speedup_median if t else None,

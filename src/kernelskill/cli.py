@@ -369,9 +369,12 @@ def bench(
         help="With --baseline compile: torch.compile warm-ups at once before anything is timed (default: half the "
         "CPU cores, at most 8; 0: none)."),
     gpus: Optional[str] = typer.Option(None, metavar="LIST", rich_help_panel=PLACE, help="GPU indices, e.g. 0,1 "
-                                       "(default: every visible GPU); each evaluates one candidate at a time."),
+                                       "(default: every visible GPU)."),
+    reviews_per_gpu: Optional[int] = typer.Option(
+        None, "--reviews-per-gpu", min=1, max=16, metavar="N", rich_help_panel=PLACE, help="Reviews a GPU holds at "
+        "once (default 3): their untimed steps run side by side, each timed step with the GPU alone; 1: one review."),
     parallel: Optional[int] = typer.Option(None, metavar="N", rich_help_panel=PLACE, help="Tasks in flight "
-                                           "(default: 2 per GPU, so LLM waits overlap evaluations)."),
+                                           "(default: 2 per review slot, so LLM waits overlap evaluations)."),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="ADDRESS", rich_help_panel=PLACE,
         help="Place evaluations on a Ray cluster, one GPU each: auto (the cluster started here), HOST:PORT, or "
@@ -385,10 +388,10 @@ def bench(
 ) -> None:
     """Run the loop over many KernelBench tasks.
 
-    Tasks run concurrently, each GPU evaluating one candidate at a time; RUN_DIR/results.json holds the paper's
-    metrics (Success, Speedup, Fast_1) and every task's outcome."""
+    Tasks run concurrently, each GPU reviewing a few candidates at once and timing one at a time; RUN_DIR/results.json
+    holds the paper's metrics (Success, Speedup, Fast_1) and every task's outcome."""
     from kernelskill.bench.discover import parse_gpus, parse_indices, parse_levels
-    from kernelskill.bench.display import BenchDisplay
+    from kernelskill.bench.display import BenchDisplay, print_summary
     from kernelskill.bench.runner import BenchRequest, continue_command, refuse_replay, resolve, run_bench
     from kernelskill.llm.registry import make_client
     from kernelskill.settings import from_options
@@ -399,7 +402,8 @@ def bench(
         out = Path("runs") / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     request = resolve(from_options(
         BenchRequest, {}, problems=problems, levels=parse_levels(level), indices=parse_indices(tasks), model=model,
-        base_url=base_url, backend=backend, gpus=parse_gpus(gpus), parallel=parallel, ablation=ablation,
+        base_url=base_url, backend=backend, gpus=parse_gpus(gpus), reviews_per_gpu=reviews_per_gpu, parallel=parallel,
+        ablation=ablation,
         baseline=baseline, warm_jobs=warm_jobs, out=out, resume=resume, ray=ray,
         **_settings(dict(seeds=seeds, rounds=rounds, profile=profile),
                     dict(device=device, trials=trials, iters=iters, warmup=warmup, rules=rules),
@@ -413,27 +417,12 @@ def bench(
         with BenchDisplay(out_console, verbose=verbose) as display:
             results = run_bench(request, client=client, on_event=display)
     except KeyboardInterrupt:
-        again = continue_command(out, gpus=request.gpus, parallel=parallel, ray=ray, warm_jobs=warm_jobs,
-                                 verbose=verbose)
+        again = continue_command(out, gpus=request.gpus, reviews_per_gpu=reviews_per_gpu, parallel=parallel, ray=ray,
+                                 warm_jobs=warm_jobs, verbose=verbose)
         err.print(f"[yellow]interrupted[/] after the rounds in flight. Continue with: {escape(again)}",
                   soft_wrap=True, highlight=False)
         raise typer.Exit(130) from None
-    o = results.overall
-    mean = "-" if o.speedup_mean is None else f"{o.speedup_mean:.3g}x"
-    median = "-" if o.speedup_median is None else f"{o.speedup_median:.3g}x"
-    out_console.print(f"[bold]{o.tasks} tasks: success {o.success:.1%}, mean speedup {mean}, median {median} (tasks with "
-                  f"a correct kernel), fast_1 {o.fast_1:.1%}[/]")
-    if o.noisy:
-        out_console.print(f"[yellow]{o.noisy} of {o.solved} correct kernels were timed noisily[/]: their speedups are "
-                      "marked noisy in results.json (timing_noisy) and the report", soft_wrap=True)
-    stages = {k: sum(t.stage_seconds.get(k, 0.0) for t in results.tasks) for k in ("gpu_wait", "verify", "time",
-                                                                                   "profile", "review_wall", "gpu_held")}
-    if stages["review_wall"]:
-        busy = sum(stages[k] for k in ("verify", "time", "profile"))
-        held = f"; the reviews held the device {stages['gpu_held']:.0f} s (gpu_held)" if stages["gpu_held"] else ""
-        out_console.print(f"the device waited {stages['gpu_wait']:.0f} s on builds not yet finished (gpu_wait); "
-                          f"verify, time and profile took {busy:.0f} s of the reviews' {stages['review_wall']:.0f} s"
-                          f"{held}", soft_wrap=True, highlight=False)
+    print_summary(out_console, results)
     run_dir = results.run.get("run_dir", "RUN_DIR")
     out_console.print(f"results: {run_dir}/results.json; report: kernelskill report {run_dir}", style="dim")
 

@@ -84,3 +84,64 @@ def test_a_review_that_gives_the_device_back_lets_the_next_one_start_before_it_e
         t.join(20)
     assert order == ["start", "start", "end", "end"], order
     assert evaluator._devices._free.qsize() == 1  # the device was given back once, not once per call
+
+
+def _result(correct: bool, error: str | None = None) -> ReviewResult:
+    return ReviewResult(device="cuda", backend="triton", problem="p.py", candidate="c.py", compiled=True,
+                        correct=correct, stage=None if correct else "verify", error=error, settings={})
+
+
+def test_a_shared_gpu_holds_several_reviews_at_once(monkeypatch, tmp_path):
+    # with --reviews-per-gpu 2, two reviews are on GPU 0 together, each with its turn (review/turns.py)
+    import threading
+
+    monkeypatch.setattr(sol, "count_ahead", lambda path: None)
+    inside, both = [], threading.Barrier(2, timeout=10)
+
+    def reviewer(problem, candidate, settings, log_dir=None, env=None, release=None, turn=None):
+        inside.append(turn)
+        both.wait()  # raises BrokenBarrierError when the second never gets in
+        return _result(True)
+
+    evaluator = PooledEvaluator("cuda", ["0"], share=2, reviewer=reviewer)
+    evaluator._gives_back = True
+    assert evaluator.slots == 2
+    threads = [threading.Thread(target=evaluator.review, args=(PROBLEM, read_candidate(CANDIDATE), ReviewSettings(),
+                                                               tmp_path)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    assert len(inside) == 2 and all(t is not None for t in inside) and inside[0] is not inside[1]
+
+
+def test_a_review_out_of_memory_beside_others_is_reviewed_again_alone(monkeypatch, tmp_path):
+    # another review's tensors may be what filled the GPU: the candidate is owed a review with the device alone
+    monkeypatch.setattr(sol, "count_ahead", lambda path: None)
+    alone = []
+
+    def reviewer(problem, candidate, settings, log_dir=None, env=None, release=None, turn=None):
+        alone.append(turn._whole)
+        if not turn._whole:
+            return _result(False, "runtime_error: CUDA out of memory. Tried to allocate 4.00 GiB")
+        return _result(True)
+
+    evaluator = PooledEvaluator("cuda", ["0"], share=2, reviewer=reviewer)
+    evaluator._gives_back = True
+    result = evaluator.review(PROBLEM, read_candidate(CANDIDATE), ReviewSettings(), tmp_path)
+    assert result.correct and alone == [False, True]
+    assert any(f.startswith("reviewed_alone") for f in result.flags)
+
+
+def test_a_review_that_fails_otherwise_is_not_reviewed_again(monkeypatch, tmp_path):
+    monkeypatch.setattr(sol, "count_ahead", lambda path: None)
+    calls = []
+
+    def reviewer(problem, candidate, settings, log_dir=None, env=None, release=None, turn=None):
+        calls.append(turn)
+        return _result(False, "mismatch: max abs error 3.1")
+
+    evaluator = PooledEvaluator("cuda", ["0"], share=2, reviewer=reviewer)
+    evaluator._gives_back = True
+    assert not evaluator.review(PROBLEM, read_candidate(CANDIDATE), ReviewSettings(), tmp_path).correct
+    assert len(calls) == 1

@@ -307,7 +307,7 @@ def test_outputs_the_device_cannot_compare_are_compared_on_the_host(monkeypatch)
     # a comparison that fails on the GPU (out of its memory) must give the verdict the host gives, not a crash
     import torch
 
-    from kernelskill.review import judge
+    from kernelskill.review import judge_files as judge
 
     calls = []
     real = judge.compare_outputs

@@ -73,3 +73,26 @@ class BenchDisplay(SpinnerDisplay):
             self.console.print(f"  {e.task}: {e.text}", highlight=False, soft_wrap=True)
         if self._status is not None:
             self._status.update(self.line())
+
+
+def print_summary(out: Console, results) -> None:
+    """A finished bench's last lines: the paper's metrics, noisy timings, and where the device's time went."""
+    o = results.overall
+    mean = "-" if o.speedup_mean is None else f"{o.speedup_mean:.3g}x"
+    median = "-" if o.speedup_median is None else f"{o.speedup_median:.3g}x"
+    out.print(f"[bold]{o.tasks} tasks: success {o.success:.1%}, mean speedup {mean}, median {median} (tasks with "
+              f"a correct kernel), fast_1 {o.fast_1:.1%}[/]")
+    if o.noisy:
+        out.print(f"[yellow]{o.noisy} of {o.solved} correct kernels were timed noisily[/]: their speedups are "
+                  "marked noisy in results.json (timing_noisy) and the report", soft_wrap=True)
+    keys = ("gpu_wait", "verify", "time", "profile", "review_wall", "gpu_held", "turn_wait")
+    stages = {k: sum(t.stage_seconds.get(k, 0.0) for t in results.tasks) for k in keys}
+    if stages["review_wall"]:
+        busy = sum(stages[k] for k in ("verify", "time", "profile"))
+        held = (f"; the reviews held the device {stages['gpu_held']:.0f} s (gpu_held, added up over reviews that "
+                "shared it)" if stages["gpu_held"] else "")
+        turns = (f"; their steps waited {stages['turn_wait']:.0f} s for their turn on a shared device (turn_wait)"
+                 if stages["turn_wait"] else "")
+        out.print(f"the device waited {stages['gpu_wait']:.0f} s on builds not yet finished (gpu_wait); verify, time "
+                  f"and profile took {busy:.0f} s of the reviews' {stages['review_wall']:.0f} s{held}{turns}",
+                  soft_wrap=True, highlight=False)

@@ -29,6 +29,7 @@ from kernelskill.folders import write_atomically
 from kernelskill.llm.accounting import Budget
 from kernelskill.llm.base import LLMAuthError, LLMClient
 from kernelskill.loop.context import Event, task_context
+from kernelskill.loop.devices import REVIEWS_PER_GPU
 from kernelskill.loop.evaluator import Evaluator, pooled_evaluator, wants_profiles
 from kernelskill.loop.setup import open_run, resume_stored_run, with_run_settings
 from kernelskill.loop.runner import TaskRunner
@@ -53,6 +54,7 @@ class BenchRequest(BaseModel):
     base_url: str | None = None
     backend: Backend = "triton"
     gpus: list[str] | None = None  # None: every visible GPU (or the CPU)
+    reviews_per_gpu: int | None = Field(None, ge=1, le=16)  # None: loop/devices.REVIEWS_PER_GPU
     parallel: int | None = Field(None, ge=1)  # tasks in flight; None: 2 per slot, so LLM waits overlap evaluations
     loop: LoopSettings = LoopSettings()
     review: ReviewSettings = ReviewSettings()
@@ -119,16 +121,17 @@ def resolve(request: BenchRequest) -> BenchRequest:
     return request
 
 
-def continue_command(out: Path | str, *, gpus: list[str] | None = None, parallel: int | None = None,
-                     ray: str | None = None, warm_jobs: int | None = None, verbose: bool = False) -> str:
+def continue_command(out: Path | str, *, gpus: list[str] | None = None, reviews_per_gpu: int | None = None,
+                     parallel: int | None = None, ray: str | None = None, warm_jobs: int | None = None,
+                     verbose: bool = False) -> str:
     """The command that continues an interrupted bench, ready to paste: the run's settings (problems, tasks, model,
-    rounds, budgets, review settings) come from its folder; only where it runs (--gpus, --parallel, --ray,
-    --warm-jobs, -v), which the run does not keep, is repeated as given."""
+    rounds, budgets, review settings) come from its folder; only where it runs (--gpus, --reviews-per-gpu,
+    --parallel, --ray, --warm-jobs, -v), which the run does not keep, is repeated as given."""
     import shlex
 
     args = ["kernelskill", "bench", "--out", str(out), "--resume"]
-    for flag, value in (("--gpus", ",".join(gpus) if gpus else None), ("--parallel", parallel), ("--ray", ray),
-                        ("--warm-jobs", warm_jobs)):
+    for flag, value in (("--gpus", ",".join(gpus) if gpus else None), ("--reviews-per-gpu", reviews_per_gpu),
+                        ("--parallel", parallel), ("--ray", ray), ("--warm-jobs", warm_jobs)):
         if value is not None:
             args += [flag, str(value)]
     return shlex.join(args + (["--verbose"] if verbose else []))
@@ -172,12 +175,16 @@ def run_bench(
 def _evaluator(request: BenchRequest) -> Evaluator:
     """This machine's GPUs (--gpus, default all), or with --ray the GPUs of a Ray cluster (bench/cluster.py)."""
     if request.ray is None:
-        return pooled_evaluator(request.review.device, request.backend, request.gpus)
+        return pooled_evaluator(request.review.device, request.backend, request.gpus,
+                                request.reviews_per_gpu or REVIEWS_PER_GPU)
     from kernelskill.bench.cluster import connect
 
     if request.gpus is not None:
         raise KernelSkillError("--gpus picks GPUs of this machine; with --ray the cluster places each evaluation "
                                "on one of its own GPUs (leave --gpus out)")
+    if request.reviews_per_gpu is not None:
+        raise KernelSkillError("--reviews-per-gpu shares this machine's GPUs; with --ray each evaluation has a GPU "
+                               "of the cluster to itself (leave --reviews-per-gpu out)")
     return connect(request.ray, request.review.device)
 
 

@@ -1,4 +1,5 @@
-"""The devices of this machine, taken one evaluation at a time, and the line of reviews waiting for them."""
+"""The devices of this machine, each taken by one evaluation at a time or shared by a few reviews, and the line of
+reviews waiting for them."""
 
 from __future__ import annotations
 
@@ -8,14 +9,22 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from kernelskill.review.turns import Turn, Turns
+
 # Spare review workers kept starting per GPU. On the H200 host, busy with builds, a worker started in a median 9.2 s
 # (Python, torch, the CUDA context, the sandbox) and a review with the compile baseline then held the GPU 6.2 s: one
 # spare would not be up in time, two are (docs/h200/kernelbench/compile).
 SPARES_PER_GPU = 2
+# Reviews a GPU holds at once by default (bench --reviews-per-gpu). Their untimed steps (runner starts, builds loaded,
+# verify trials, the judge's trials and comparisons: about half of a judged review's hold on the H100) run side by
+# side; each timed step has the GPU alone (review/turns.py).
+REVIEWS_PER_GPU = 3
 
 
 class Devices:
-    """One evaluation per device at a time: an evaluation takes a device and gives it back when it ends.
+    """An evaluation takes a device and gives it back when it ends: one at a time, or with `share` above 1 up to that
+    many reviews at once, each with its `Turn` on the device (review/turns.py: the timed steps of each run alone).
+    A profile (`take(alone=True)`) has its device alone for the whole evaluation.
 
     Reviews that wait for a device form a line, in the order they will get one (a queue's waiters are woken first
     come, first served). With `warm` set (reviewer.warm_runner, on one GPU: on several, which one a review gets is
@@ -23,31 +32,57 @@ class Devices:
     wait: a candidate's runner serves that candidate alone (its caches are its own), so it cannot be started
     before the candidate is known, and starting it inside the review would hold the device through the start-up."""
 
-    def __init__(self, gpus: list[str] | None) -> None:
+    def __init__(self, gpus: list[str] | None, share: int = 1) -> None:
         self.gpus = list(gpus or [])  # empty: the one device as this process sees it
-        self._free: queue.Queue[tuple[str | None, float]] = queue.Queue()  # (device, free since)
-        for gpu in self.gpus or [None]:
-            self._free.put((gpu, time.monotonic()))
-        self.idle_since = threading.local()  # the taken device's last release, per thread (see `take`)
+        self.share = max(1, share)
+        self._free: queue.Queue[str | None] = queue.Queue()  # a place on a device, `share` of them each
+        self.turns = {gpu: Turns() for gpu in self.gpus or [None]}
+        self._held = {gpu: 0 for gpu in self.turns}  # evaluations holding each device now
+        self._idle_from = {gpu: time.monotonic() for gpu in self.turns}  # since when none has
+        self._held_lock = threading.Lock()
+        for _ in range(self.share):
+            for gpu in self.gpus or [None]:
+                self._free.put(gpu)
+        self.idle_since = threading.local()  # when the taken device was last left idle, per thread (see `take`)
         self.warm: Callable[..., bool] | None = None  # warm(problem, candidate, settings, env=...)
         self._line: list[list] = []  # [(problem, candidate, settings), started] of the reviews waiting
         self._line_lock = threading.Lock()
 
     @contextmanager
-    def take(self, review: tuple | None = None) -> Iterator[tuple[dict[str, str], float, Callable[[], None]]]:
+    def take(self, review: tuple | None = None, alone: bool = False
+             ) -> Iterator[tuple[dict[str, str], float, Callable[[], None], Turn | None]]:
         """(the worker's environment, seconds waited, a call that gives the device back before the block ends: a
-        review's last steps need none). `idle_since.value`: when the device was last given back. `review`:
-        (problem, candidate, settings) of the review that will run, for the line."""
+        review's last steps need none, the review's turn on a shared device or None). `idle_since.value`: since
+        when the device had been idle (the moment it was taken, when another evaluation held it). `review`:
+        (problem, candidate, settings) of the review that will run, for the line. `alone`: no other evaluation's
+        step runs on the device during the block."""
         place = [review, False]
         self._in_line(place, join=review is not None)
         queued = time.monotonic()
-        gpu, since = self._free.get()
+        gpu = self._free.get()
         self._in_line(place, join=False)
-        self.idle_since.value = since
+        with self._held_lock:
+            self._held[gpu] += 1
+            self.idle_since.value = self._idle_from[gpu] if self._held[gpu] == 1 else time.monotonic()
+        turn = self.turns[gpu].turn() if self.share > 1 else None
         given = threading.Lock()
-        give_back = lambda: given.acquire(blocking=False) and self._free.put((gpu, time.monotonic()))  # type: ignore[func-returns-value]  # noqa: E731
+
+        def give_back() -> None:
+            if given.acquire(blocking=False):
+                if turn is not None:
+                    turn.close()
+                with self._held_lock:
+                    self._held[gpu] -= 1
+                    if self._held[gpu] == 0:
+                        self._idle_from[gpu] = time.monotonic()
+                self._free.put(gpu)
+
         try:
-            yield self.environment(gpu), time.monotonic() - queued, give_back
+            if alone and turn is not None:
+                with turn.hold_alone():
+                    yield self.environment(gpu), time.monotonic() - queued, give_back, turn
+            else:
+                yield self.environment(gpu), time.monotonic() - queued, give_back, turn
         finally:
             give_back()
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Protocol
 from kernelskill.candidate import Candidate
 from kernelskill.errors import KernelSkillError
 from kernelskill.folders import write_atomically
-from kernelskill.loop.devices import SPARES_PER_GPU, Devices
+from kernelskill.loop.devices import REVIEWS_PER_GPU, SPARES_PER_GPU, Devices
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.memory.policy.evidence import Evidence
 from kernelskill.review.results import ReviewResult
@@ -131,6 +131,12 @@ def wants_profiles(loop: LoopSettings, evaluator: Evaluator) -> bool:
     return missing is None
 
 
+def ran_out_of_memory(result: ReviewResult) -> bool:
+    """A failed review whose error says the device's memory ran out (torch's "CUDA out of memory", the driver's
+    "out of memory"): beside other reviews on one GPU, that may be theirs as much as its own."""
+    return not result.correct and "out of memory" in (result.error or "").lower()
+
+
 def device_name_of(device: str) -> str | None:
     if device != "cuda":
         return "cpu (Triton interpreter)"
@@ -153,14 +159,16 @@ def local_evaluator(requested_device: str, backend: str) -> LocalEvaluator:
     return LocalEvaluator(_settle(requested_device, backend))
 
 
-def pooled_evaluator(requested_device: str, backend: str, gpus: list[str] | None) -> PooledEvaluator:
-    """The given GPUs of this machine (None: every visible one), or its CPU as one slot."""
+def pooled_evaluator(requested_device: str, backend: str, gpus: list[str] | None,
+                     share: int = REVIEWS_PER_GPU) -> PooledEvaluator:
+    """The given GPUs of this machine (None: every visible one), `share` reviews at a time each, or its CPU as one
+    slot."""
     device = _settle(requested_device, backend)
     if device == "cuda" and gpus is None:
         import torch
 
         gpus = [str(i) for i in range(torch.cuda.device_count())]
-    return PooledEvaluator(device, gpus if device == "cuda" else None)
+    return PooledEvaluator(device, gpus if device == "cuda" else None, share)
 
 
 # ---- this machine ------------------------------------------------------------------------------------------------
@@ -168,14 +176,15 @@ def pooled_evaluator(requested_device: str, backend: str, gpus: list[str] | None
 
 class _ThisMachine:
     def __init__(self, device: str, gpus: list[str] | None, *, reviewer: Reviewer | None = None,
-                 prebuilder: Prebuilder | None = None, profiler: Profiler | None = None) -> None:
-        """A scripted `reviewer` gets no real builds ahead; a given `profiler` runs wherever it is asked to."""
+                 prebuilder: Prebuilder | None = None, profiler: Profiler | None = None, share: int = 1) -> None:
+        """A scripted `reviewer` gets no real builds ahead; a given `profiler` runs wherever it is asked to. `share`:
+        reviews a GPU holds at once (devices.py; a CPU is never shared: its timing is the whole machine's)."""
         from kernelskill.review.reviewer import prebuild, review
 
         self.device = device
-        self._devices = Devices(gpus)
+        self._devices = Devices(gpus, share if device == "cuda" else 1)
         self._building = threading.local()  # this thread's last prebuild: (log_dir, start, end)
-        self.slots = max(1, len(self._devices.gpus))
+        self.slots = max(1, len(self._devices.gpus)) * self._devices.share
         from kernelskill.review.reviewer import warm_compile
 
         self._review = reviewer or review
@@ -199,12 +208,24 @@ class _ThisMachine:
             from kernelskill.review.sol import count_ahead
 
             count_ahead(problem)
-        with self._devices.take((problem, candidate, settings)) as (env, waited, give_back):
-            built = getattr(self._building, "span", None)
-            idle_from, taken, released = self._devices.idle_since.value, time.monotonic(), []
-            release = lambda: (released.append(time.monotonic()), give_back())  # type: ignore[func-returns-value]  # noqa: E731
-            result = self._review(problem, candidate, settings, log_dir=log_dir, env=env,
-                                  **({"release": release} if self._gives_back else {}))
+        alone = False
+        while True:
+            with self._devices.take((problem, candidate, settings), alone=alone) as (env, waited, give_back, turn):
+                built = getattr(self._building, "span", None)
+                idle_from, taken, released = self._devices.idle_since.value, time.monotonic(), []
+                release = lambda: (released.append(time.monotonic()), give_back())  # type: ignore[func-returns-value]  # noqa: E731
+                result = self._review(problem, candidate, settings, log_dir=log_dir, env=env,
+                                      **(({"release": release} | ({"turn": turn} if turn else {}))
+                                         if self._gives_back else {}))
+            if turn is None or alone or not ran_out_of_memory(result):
+                break
+            # out of the device's memory beside other reviews: the candidate is owed a review with the device alone
+            alone = True
+        if alone:
+            result.flags.append("reviewed_alone: it ran out of device memory beside other reviews, and was reviewed "
+                                "again with the device to itself")
+        if turn is not None:
+            result.stage_seconds["turn_wait"] = round(turn.waited, 3)  # its steps' waits for the device's turn
         result.stage_seconds["gpu_held"] = round((released[0] if released else time.monotonic()) - taken, 3)
         result.stage_seconds["queue"] = round(result.stage_seconds.get("queue", 0.0) + waited, 3)
         if built is not None and built[0] == log_dir:  # the device sat idle while this candidate's prebuild ran
@@ -235,7 +256,7 @@ class _ThisMachine:
         from kernelskill.profiling.run import ProfileSettings
 
         run = self._profiler or profile_candidate
-        with self._devices.take() as (env, waited, _):
+        with self._devices.take(alone=True) as (env, waited, _, _turn):
             started = time.monotonic()
             evidence = run(problem, candidate, kb, ProfileSettings(keep_dir=keep, env=env or None))
             seconds = time.monotonic() - started
@@ -277,11 +298,11 @@ class LocalEvaluator(_ThisMachine):
 
 
 class PooledEvaluator(_ThisMachine):
-    """These GPUs of this machine (indices "0", "1" …; None: the CPU, one slot), one evaluation per GPU at a time;
-    each worker sees only its GPU (CUDA_VISIBLE_DEVICES)."""
+    """These GPUs of this machine (indices "0", "1" …; None: the CPU, one slot), `share` reviews per GPU at a time
+    (their timed steps one at a time: review/turns.py); each worker sees only its GPU (CUDA_VISIBLE_DEVICES)."""
 
-    def __init__(self, device: str, gpus: list[str] | None, **replace) -> None:
-        super().__init__(device, gpus, **replace)
+    def __init__(self, device: str, gpus: list[str] | None, share: int = 1, **replace) -> None:
+        super().__init__(device, gpus, share=share, **replace)
 
 
 # ---- a Ray cluster -----------------------------------------------------------------------------------------------

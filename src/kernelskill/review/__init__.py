@@ -18,7 +18,10 @@ The verdict is correct only when the judge's comparisons pass; the reference's t
 (compiled and timed only there); the candidate's event time is bounded by the judge's clock over
 the batch (judge.py says how), and where it is not confirmed both sides are put at their pace in that batch; a
 batch far slower than its claimed pace is cut at a limit of the judge's (verdict: timeout). While either batch runs,
-the builds of later candidates are stopped (quiet.py), so a host-bound kernel's pace is not the compilers'. The
+the builds of later candidates are stopped (quiet.py), so a host-bound kernel's pace is not the compilers'. A GPU
+may hold a few reviews at once (turns.py): their untimed steps run side by side, each timed step (the reference's
+timing, the runner's timing stage, the two batches) waits until no other step runs, and while it runs every other
+review's runners are stopped; runners start each stage and command only when given their turn. The
 verdict is one immutable object, decided once (verdict.py) from how the runner ended, the judge's report, the
 speed-of-light floor and one rule set (rules.py: what `--rules strict|kernelbench` means, asked by the reviewer,
 the runner's trials and the loop alike). Guards.judge=False falls back to the runner's own report, for tests only.
@@ -45,6 +48,8 @@ A map of the package, in the order a review goes through it:
   a /proc and a /dev/shm of its own;
   a layer that cannot be applied stops the review. ncu and the program it profiles are confined together by
   confine_ncu.py.
+- turns (turns.py): a device shared by several reviews, untimed steps side by side, each timed step alone, every
+  other review's runners stopped while it runs and its clocks paused meanwhile.
 - the problem probe (probe.py): the one place problem code runs outside a review, a confined zygote child that
   checks a problem file (Model built, inputs drawn) and counts its work, once per problem source.
 - the worker (worker/, wire.py): inside that process, the stages load → compile → verify → time; the typed

@@ -28,19 +28,18 @@ verdict: this module establishes everything a candidate could want raised.
 from __future__ import annotations
 
 import math
-import os
 import secrets
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelskill.review.compare import compare_outputs
-from kernelskill.review.exchange import (BATCH_INPUTS, BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, hand_over,
-                                         read_outputs_on)
+from kernelskill.review.exchange import BATCH_INPUTS, hand_over
+from kernelskill.review.judge_files import _compare, _compare_files, comparing_device  # noqa: F401  (the judge's API)
 from kernelskill.review.quiet import BUILDS
-from kernelskill.review.worker.checks import map_tensors
+from kernelskill.review.turns import Kind, Turn
 from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, TimingResult, TimingStats
 from kernelskill.review.wire import Command
 
@@ -124,26 +123,36 @@ def _run(worker, command: Command, limit: float) -> tuple[dict | None, float, st
     return done.info, wall, None
 
 
-def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict[str, float]) -> ReferenceRun:
-    """Everything the reference runner does for a review, before the candidate runner has run any candidate code."""
+def _step(turn: Turn | None, kind: Kind):
+    """A step of `kind` on the review's shared device (turns.py); nothing to wait for on a device of its own."""
+    return turn.step(kind) if turn is not None else nullcontext()
+
+
+def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict[str, float],
+                   turn: Turn | None = None) -> ReferenceRun:
+    """Everything the reference runner does for a review, before the candidate runner has run any candidate code.
+    Under a `turn`, its timing is a timed step and the rest plain ones."""
     run = ReferenceRun(folder=folder, trial_seeds=draw_seeds(JUDGE_TRIALS), batch_seeds=[],
                        target_s=BATCH_TARGET_S[device])
-    info, run.seconds["reference_stateful"], error = _run(worker, Command(name="stateful", seeds=draw_seeds(1)),
-                                                          limits["verify"])
+    with _step(turn, "plain"):
+        info, run.seconds["reference_stateful"], error = _run(worker, Command(name="stateful", seeds=draw_seeds(1)),
+                                                              limits["verify"])
     if error:
         run.error = f"checking whether the reference keeps state across calls failed: {error}"
         return run
     run.stateful = bool(info.get("stateful"))
-    info, run.seconds["reference_trials"], error = _run(
-        worker, Command(name="outputs", seeds=run.trial_seeds, out_dir=str(folder / "trials")), limits["verify"])
+    with _step(turn, "plain"):
+        info, run.seconds["reference_trials"], error = _run(
+            worker, Command(name="outputs", seeds=run.trial_seeds, out_dir=str(folder / "trials")), limits["verify"])
     if error:
         run.error = f"the reference's outputs for the judge's trials: {error}"
         return run
     run.output_bytes = int(info.get("bytes", 0)) // max(1, len(run.trial_seeds))
     if not timing:
         return run
-    info, run.seconds["reference_time"], error = _run(worker, Command(name="time_reference", seeds=draw_seeds(3)),
-                                                      limits["time"])
+    with _step(turn, "timed"):
+        info, run.seconds["reference_time"], error = _run(worker, Command(name="time_reference", seeds=draw_seeds(3)),
+                                                          limits["time"])
     if error:
         run.error = f"timing the reference in its own runner failed: {error}"
         return run
@@ -160,8 +169,9 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     size = BATCH_BYTES // max(1, 2 * run.output_bytes + run.input_bytes)
     count = min(MAX_BATCH, size, max(MIN_BATCH, math.ceil(BATCH_TARGET_S[device] / max(per_call_s, 1e-7))))
     run.batch_seeds = draw_seeds(max(MIN_BATCH, count))
-    _, run.seconds["reference_inputs"], error = _run(
-        worker, Command(name="inputs", seeds=run.batch_seeds, out_dir=str(folder / "batch")), limits["time"])
+    with _step(turn, "plain"):
+        _, run.seconds["reference_inputs"], error = _run(
+            worker, Command(name="inputs", seeds=run.batch_seeds, out_dir=str(folder / "batch")), limits["time"])
     if error:
         run.error = f"making the batch's inputs failed: {error}"
     return run  # the reference's batch itself runs after the candidate's (reference_batch)
@@ -230,97 +240,17 @@ def _stats(raw) -> TimingStats | None:
     return TimingStats.from_samples(samples)
 
 
-def comparing_device(device: str, env: dict[str, str] | None) -> str:
-    """Where this process compares a review's outputs: the review's own GPU when this process sees it (comparing
-    outputs of a GB took the host 6 s each on the H100, a hundredth of that on the GPU), else the CPU. This process
-    never runs problem or candidate code, so its GPU work is the judge's own; it happens while the review holds
-    the device, before the device is given back."""
-    if device != "cuda":
-        return "cpu"
-    import torch
-
-    if not torch.cuda.is_available():
-        return "cpu"
-    wanted = (env or {}).get("CUDA_VISIBLE_DEVICES")
-    if wanted is None:
-        return "cuda:0"  # the runners see what this process sees, and use its first device
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return f"cuda:{wanted}" if wanted.isdigit() and int(wanted) < torch.cuda.device_count() else "cpu"
-    listed = [v.strip() for v in visible.split(",")]
-    return f"cuda:{listed.index(wanted)}" if wanted in listed else "cpu"
-
-
-def _compare(expected, got, atol: float, rtol: float, n: int, on: str):
-    """compare_outputs on device `on` (the CPU when the device cannot hold or compare them)."""
-    if on != "cpu":
-        import torch
-
-        try:
-            moved = [map_tensors(v, lambda t: t.to(on)) for v in (expected, got)]
-            return compare_outputs(moved[0], moved[1], atol, rtol, n)
-        except RuntimeError:  # out of memory, a dtype the device does not compare: the host can
-            pass
-        finally:
-            moved = None
-            torch.cuda.empty_cache()  # nothing of the judge's stays on the device the next review times
-    return compare_outputs(expected, got, atol, rtol, n)
-
-
-def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: float, rtol: float,
-                   max_bytes: int, batch_of: tuple[int, int] | None = None, on: str = "cpu"
-                   ) -> tuple[bool, str | None, Mismatch | None, float, float]:
-    """(ok, why not, mismatch, max abs, max rel) over the outputs of these calls: a file each (the trials), or
-    entries of each side's batch file, each file read once (`batch_of`: the calls the reference's and the
-    candidate's batch held), compared on device `on` (comparing_device), where the files' tensors are read straight
-    to (exchange.read_outputs_on)."""
-    worst_abs = worst_rel = 0.0
-    try:
-        if batch_of is not None:
-            try:
-                expected_all = read_outputs_on(on, ref_dir / BATCH_OUTPUTS, 1 << 62, indices, MAX_TENSORS * batch_of[0])
-            except ExchangeError as exc:
-                raise RuntimeError(f"the reference runner's outputs could not be read: {exc}") from None
-            try:
-                got_all = read_outputs_on(on, cand_dir / BATCH_OUTPUTS, max_bytes * batch_of[1], indices,
-                                  MAX_TENSORS * batch_of[1])
-            except ExchangeError as exc:
-                return False, f"the batch's outputs: {exc}", None, worst_abs, worst_rel
-        for n, i in enumerate(indices):
-            if batch_of is not None:
-                expected, got = expected_all[n], got_all[n]
-            else:
-                try:
-                    expected = read_outputs_on(on, ref_dir / f"{i}.out", 1 << 62)
-                except ExchangeError as exc:
-                    raise RuntimeError(f"the reference runner's outputs could not be read: {exc}") from None
-                try:
-                    got = read_outputs_on(on, cand_dir / f"{i}.out", max_bytes)
-                except ExchangeError as exc:
-                    return False, f"call {n + 1}: {exc}", None, worst_abs, worst_rel
-            cmp = _compare(expected, got, atol, rtol, n, on)
-            expected = got = None
-            worst_abs, worst_rel = max(worst_abs, cmp.max_abs_error), max(worst_rel, cmp.max_rel_error)
-            if not cmp.ok:
-                return False, cmp.mismatch.reason, cmp.mismatch, worst_abs, worst_rel
-        return True, None, None, worst_abs, worst_rel
-    finally:
-        expected_all = got_all = expected = got = None
-        if on != "cpu":
-            import torch
-
-            torch.cuda.empty_cache()  # nothing of the judge's stays on the device the next review times
-
-
 def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rtol: float,
                    limits: dict[str, float], runner_timing: TimingResult | None, ref_worker=None,
-                   device_done: Callable[[], None] | None = None, compare_on: str = "cpu") -> JudgeReport:
+                   device_done: Callable[[], None] | None = None, compare_on: str = "cpu",
+                   turn: Turn | None = None) -> JudgeReport:
     """The judge's trials and batch on a candidate runner that waits for commands; kills the runner at the end.
     `ref_worker`, the reference runner, waits for commands too: it runs the reference's batch after the candidate's
     (raises ReferenceFailed when it cannot), and is killed after it. Outputs are compared on device `compare_on`
     (comparing_device). `device_done` is called once neither runner is left and the outputs are compared: what
     remains (the timing bounded, the files removed) is this process's work on the host, and the device may serve
-    the next review meanwhile."""
+    the next review meanwhile. Under a `turn` (a device shared with other reviews, turns.py) the two batches, with
+    the candidate runner's kill between them, are one timed step; the rest are plain steps."""
     report = JudgeReport()
     max_bytes = 4 * ref.output_bytes + (1 << 20)
     try:
@@ -328,16 +258,18 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             report.flags.append("judge_trials_skipped: the reference answers the same inputs differently from call "
                                 "to call (it keeps state), so only the runner's own lockstep trials compared outputs")
         else:
-            info, report.seconds["judge_trials"], error = _run(
-                worker, Command(name="outputs", seeds=ref.trial_seeds, out_dir=str(cand_folder / "trials")),
-                limits["verify"])
+            with _step(turn, "plain"):
+                info, report.seconds["judge_trials"], error = _run(
+                    worker, Command(name="outputs", seeds=ref.trial_seeds, out_dir=str(cand_folder / "trials")),
+                    limits["verify"])
             if error:
                 return _fail(report, "runtime_error", f"on the judge's trials the candidate failed: {error}")
-            began = time.perf_counter()
-            ok, why, mismatch, report.max_abs_error, report.max_rel_error = _compare_files(
-                ref.folder / "trials", cand_folder / "trials", list(range(len(ref.trial_seeds))), atol, rtol,
-                max_bytes, on=compare_on)
-            report.seconds["judge_compare"] = time.perf_counter() - began
+            with _step(turn, "plain"):
+                began = time.perf_counter()
+                ok, why, mismatch, report.max_abs_error, report.max_rel_error = _compare_files(
+                    ref.folder / "trials", cand_folder / "trials", list(range(len(ref.trial_seeds))), atol, rtol,
+                    max_bytes, on=compare_on)
+                report.seconds["judge_compare"] = time.perf_counter() - began
             if not ok:
                 report.mismatch = mismatch
                 return _fail(report, "mismatch", f"judge's trial on fresh inputs: {why}")
@@ -345,12 +277,15 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             calls = batch_calls(ref, runner_timing)
             # the allocator's blocks for the batch's sets, as the reference runner holds them (worker/judged.reserve);
             # before the hand-over, so the runner knows nothing of the batch's inputs yet
-            _, report.seconds["judge_reserve"], error = _run(
-                worker, Command(name="reserve", seeds=draw_seeds(calls), reserve_bytes=ref.output_bytes), limits["time"])
+            with _step(turn, "plain"):
+                _, report.seconds["judge_reserve"], error = _run(worker, Command(
+                    name="reserve", seeds=draw_seeds(calls), reserve_bytes=ref.output_bytes), limits["time"])
             if error:
                 return _fail(report, "runtime_error", f"making input sets before the judge's batch failed: {error}")
             hand_over(ref.folder / "batch" / BATCH_INPUTS, cand_folder / "batch" / BATCH_INPUTS)
             cut, per_call_s = batch_cut(ref, runner_timing, calls, limits["time"])
+            if turn is not None:  # one timed step until the reference's batch has run (or `finally` ends it)
+                turn.begin("timed")
             with BUILDS.quiet():  # the builds of later candidates stopped while the batch runs (quiet.py)
                 walls, error, said = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut,
                                             ref.output_bytes)
@@ -368,13 +303,16 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             began = time.perf_counter()
             reference_batch(ref_worker, ref, limits["time"])
             report.seconds["judge_reference_batch"] = time.perf_counter() - began
+            if turn is not None:
+                turn.end()
             ref_worker.kill(keep_scratch=True)
             picks = sorted(secrets.SystemRandom().sample(range(calls), min(BATCH_PICKS, calls)))
             if not ref.stateful:
                 began = time.perf_counter()
-                ok, why, mismatch, _, _ = _compare_files(ref.folder / "batch", cand_folder / "batch", picks, atol,
-                                                         rtol, max_bytes, batch_of=(len(ref.batch_seeds), calls),
-                                                         on=compare_on)
+                with _step(turn, "plain"):
+                    ok, why, mismatch, _, _ = _compare_files(ref.folder / "batch", cand_folder / "batch", picks,
+                                                             atol, rtol, max_bytes,
+                                                             batch_of=(len(ref.batch_seeds), calls), on=compare_on)
                 report.seconds["judge_compare"] = report.seconds.get("judge_compare", 0.0) + time.perf_counter() - began
                 if not ok:
                     report.mismatch = mismatch
@@ -387,6 +325,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             report.batch.runner_calls_s = {"reference": round(ref.said_calls_s, 6), "candidate": round(said, 6)}
             report.flags += flags
     finally:
+        if turn is not None:
+            turn.end()  # the timed step of the batches, when the review ended inside it
         worker.kill()
         shutil.rmtree(cand_folder, ignore_errors=True)
     report.ok = True

@@ -31,6 +31,7 @@ from kernelskill.review.sandbox import WorkerOutcome, clean_environment, describ
 from kernelskill.review.rules import RuleSet
 from kernelskill.review.sol import assess as assess_speed_of_light
 from kernelskill.review.static_checks import split_findings, static_checks
+from kernelskill.review.turns import Turn
 from kernelskill.review.verdict import Seen, decide, rejection_text
 from kernelskill.review.wire import ReviewRequest, Seeds
 from kernelskill.settings import ReviewSettings
@@ -76,11 +77,14 @@ def review(
     env: dict[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
     release: Callable[[], None] | None = None,
+    turn: Turn | None = None,
 ) -> ReviewResult:
     """Review `candidate` against `problem`. `progress`, when given, is called with the name of each step as the
     review reaches it (the reference runner, each of the candidate runner's stages, the judge's part). `release`,
     when given, is called (at most once) as soon as no process of this review is left on the device: the rest is
-    this process's own work on files, which need not hold the device from the next review."""
+    this process's own work on files, which need not hold the device from the next review. `turn`, when given, is
+    the review's turn on a device it shares with other reviews (turns.py): its runners' stages and the judge's steps
+    wait for it, the timed ones alone on the device."""
     settings = settings or ReviewSettings()
     say = progress or (lambda step: None)
     release = _once(release) if release is not None else None
@@ -117,14 +121,14 @@ def review(
     ref_began = time.perf_counter()
     ref_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox, reference=True)
     ref_outcome = run_worker(_request(problem, nothing, settings, device, "none", seeds, mode="reference", judged=True),
-                             timeouts, log_dir / "reference.log", ref_env, reuse=settings.reuse_worker)
+                             timeouts, log_dir / "reference.log", ref_env, reuse=settings.reuse_worker, turn=turn)
     ref_run, ref_worker = None, ref_outcome.worker
     if ref_worker is None:
         return _reference_failed(base, ref_outcome, log_dir / "reference.log", time.perf_counter() - start)
     try:
         if backend != "cuda" or device != "cpu":  # a CUDA candidate on a CPU is only compile-checked: no trials
             ref_run = judge.reference_part(ref_worker, Path(ref_worker.scratch) / "judge", device, settings.timing,
-                                           timeouts)
+                                           timeouts, turn)
         if ref_run is None or not ref_run.batch_seeds:  # nothing left for it: it does not wait out the candidate
             ref_worker.kill(keep_scratch=True)
         ref_seconds = {"reference_start": ref_outcome.stage_seconds.get("start", 0.0),
@@ -135,7 +139,7 @@ def review(
                                      ref_run.error)
         # 2. the candidate runner: its own stages, then the judge's trials and batch; killed after
         outcome = run_worker(_request(problem, candidate, settings, device, backend, seeds, judged=True), timeouts, log_path,
-                             worker_env, reuse=settings.reuse_worker, progress=say)
+                             worker_env, reuse=settings.reuse_worker, progress=say, turn=turn)
         report = None
         if outcome.awaiting:
             checked_only = outcome.results.compile is not None and outcome.results.compile.checked_only
@@ -147,7 +151,8 @@ def review(
                     report = judge.candidate_part(outcome.worker, ref_run, Path(outcome.worker.scratch) / "judge",
                                                   settings.atol, settings.rtol, timeouts,
                                                   outcome.results.timing if settings.timing else None, ref_worker,
-                                                  device_done=release, compare_on=judge.comparing_device(device, env))
+                                                  device_done=release, compare_on=judge.comparing_device(device, env),
+                                                  turn=turn)
                 except judge.ReferenceFailed as exc:
                     return _reference_failed(base, ref_outcome, log_dir / "reference.log",
                                              time.perf_counter() - start, str(exc))

@@ -36,6 +36,7 @@ from kernelskill.review.caches import OWNER_VAR
 from kernelskill.review.logs import LogSink
 from kernelskill.review.processes import descendants, describe_exit, kill_tree  # noqa: F401  (the sandbox's API)
 from kernelskill.review.quiet import BUILDS
+from kernelskill.review.turns import Kind, Turn
 from kernelskill.review.confined import run_confined, zygote_for  # noqa: F401  (the sandbox's API)
 from kernelskill.review.zygote import RESULT_FD, ZygoteError
 from kernelskill.review.wire import (AwaitingMessage, Command, CommandDone, DoneMessage, ReadyMessage, ReviewRequest,
@@ -47,6 +48,10 @@ from kernelskill.review.confine import SECRET_NAME  # noqa: F401  (names that ne
 # After a crash, a timeout, a rejection (a candidate that tried to cheat) or a harness error it is replaced.
 REUSABLE_AFTER = {None, "mismatch", "compile_error", "runtime_error", "bad_candidate"}
 STAGES = ("load", "compile", "verify", "time")  # the order a worker announces them in
+# the step each stage takes on a shared device (turns.py): loading and building are the host's work, run without a
+# step (a runner between steps is stopped while another review's timed step runs); verify's trials run beside
+# other reviews' untimed steps; the timing stage has the device alone
+STAGE_TURNS: dict[str, Kind | None] = {"load": None, "compile": None, "verify": "plain", "time": "timed"}
 MAX_MESSAGE = 64 << 20  # the longest line a worker's message may take
 MAX_REVIEWS_PER_WORKER = 100  # a fresh process now and then bounds whatever slowly leaks
 MAX_IDLE_WORKERS = 4  # idle workers kept across all environments (each holds a CUDA context on its GPU)
@@ -99,6 +104,7 @@ class WorkerProcess:
         self.closed = False  # its result pipe closed: it died, or is dying
         self.served = 0
         self.sandbox: dict[str, dict] = {}
+        self.turn: Turn | None = None  # the review's turn on a shared device, while it serves one (turns.py)
         self.log = LogSink(log_path)
         stdin_r, stdin_w = os.pipe()
         self.read_fd, write_fd = os.pipe()
@@ -144,6 +150,8 @@ class WorkerProcess:
                 self.proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 pass
+        if self.turn is not None:
+            self.turn.discard(self.proc.pid)
         if self.proc.poll() is None:  # never after: the zygote reaps its children, and a pid is soon another's
             kill_tree(self.proc.pid, wait=30)  # every process of it ended: what it held is the device's again
         try:
@@ -162,17 +170,25 @@ class WorkerProcess:
         return code
 
     def serve(self, request: ReviewRequest, timeouts: dict[str, float], log_path: Path,
-              progress: Callable[[str], None] | None = None) -> WorkerOutcome:
+              progress: Callable[[str], None] | None = None, turn: Turn | None = None) -> WorkerOutcome:
         """Send one review and collect its messages until the worker says it is done or waits for commands, dies, or
         runs out of time.
 
         The time limits are this side's: each stage's clock starts when the worker first announces the stage, stages
         only move forward (announcing a stage again, or an earlier one, restarts nothing), and the whole review is
-        held to the sum of the stage limits however the worker announces them."""
+        held to the sum of the stage limits however the worker announces them. Under a `turn` (a shared device,
+        turns.py) the worker waits before each stage for its `go`, sent when the stage's turn comes (the
+        `time` stage alone on the device, the others beside other reviews' plain steps); the clocks stand still
+        while the worker waits for its turn or is stopped for another review's timed step."""
         outcome = WorkerOutcome()
+        self.turn = turn
+        if turn is not None:
+            turn.add(self.proc.pid)
+            request = request.model_copy(update={"gated": True})
+        clock = self._clock(turn)
         # a worker started for this review: its start-up is the review's, and counts against the load stage's limit;
         # a spare's start-up before the review asked for it is not
-        began = self.started if self.served == 0 and not self.spare else time.monotonic()
+        began = self.started if self.served == 0 and not self.spare else clock()
         self._drain()
         self.log.switch(log_path)
         stage_deadline = began + timeouts["load"]
@@ -184,7 +200,7 @@ class WorkerProcess:
             outcome.returncode = self.kill()
             return outcome
         while not (outcome.finished or outcome.awaiting):
-            remaining = min(stage_deadline, total_deadline) - time.monotonic()
+            remaining = min(stage_deadline, total_deadline) - clock()
             if remaining <= 0:
                 outcome.timed_out = True
                 outcome.stage = outcome.stage or "load"
@@ -194,13 +210,18 @@ class WorkerProcess:
                 break  # the worker died mid-review
             for message in messages:
                 if isinstance(message, ReadyMessage):
-                    outcome.stage_seconds["start"] = round(time.monotonic() - began, 3)
+                    outcome.stage_seconds["start"] = round(clock() - began, 3)
                     self.sandbox = outcome.sandbox = message.sandbox
                 elif isinstance(message, StageMessage):
                     index = STAGES.index(message.stage)
                     if index > reached:
                         reached, outcome.stage = index, message.stage
-                        stage_deadline = time.monotonic() + timeouts[message.stage]
+                        if turn is not None:
+                            turn.end()
+                            if STAGE_TURNS[message.stage] is not None:
+                                total_deadline += turn.begin(STAGE_TURNS[message.stage])
+                            self._send_line(Command(name="go").model_dump_json())
+                        stage_deadline = clock() + timeouts[message.stage]
                         if progress is not None:
                             progress(message.stage)
                 elif isinstance(message, UpdateMessage):
@@ -214,8 +235,25 @@ class WorkerProcess:
                     break
                 elif isinstance(message, DoneMessage):
                     outcome.done, outcome.finished = message, True
+        if turn is not None:
+            turn.end()  # its stages are over: the judge's commands take steps of their own
         self._drain()
         return outcome
+
+    def _clock(self, turn: Turn | None) -> Callable[[], float]:
+        """time.monotonic, less the time this worker's review was stopped for other reviews' timed steps."""
+        if turn is None:
+            return time.monotonic
+        mark = turn.paused()
+        return lambda: time.monotonic() - (turn.paused() - mark)
+
+    def _send_line(self, line: str) -> bool:
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
 
     @property
     def spare(self) -> bool:
@@ -259,15 +297,13 @@ class WorkerProcess:
         """Send one judge command to a worker that waits for them; (its answer, None when it died or ran past
         `limit`; the wall seconds from sending it to the answer, by this process's clock)."""
         start = time.perf_counter()
-        try:
-            self.proc.stdin.write(command.model_dump_json().encode() + b"\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
+        if not self._send_line(command.model_dump_json()):
             return None, 0.0
         if command.name == "end":
             return None, 0.0
-        deadline = time.monotonic() + limit
-        while (remaining := deadline - time.monotonic()) > 0:
+        clock = self._clock(self.turn)
+        deadline = clock() + limit
+        while (remaining := deadline - clock()) > 0:
             messages = self._read(min(remaining, 0.5))
             if messages is None:
                 return None, time.perf_counter() - start
@@ -294,7 +330,8 @@ class WorkerPool:
         self._lock = threading.Lock()
 
     def run(self, request: ReviewRequest, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
-            reuse: bool = True, progress: Callable[[str], None] | None = None) -> WorkerOutcome:
+            reuse: bool = True, progress: Callable[[str], None] | None = None,
+            turn: Turn | None = None) -> WorkerOutcome:
         # a compile warm-up's worker serves only warm-ups: it keeps torch.compile's changes (worker/session.py)
         key = (request.device, request.mode == "warm", tuple(sorted(env.items())))
         self._expire(key)
@@ -315,7 +352,7 @@ class WorkerPool:
             BUILDS.add(worker.pid)
         try:
             outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts, log_path,
-                                   progress)
+                                   progress, turn)
         finally:
             if building:
                 BUILDS.discard(worker.pid)
@@ -330,6 +367,9 @@ class WorkerPool:
                 # H200: "Could not find an active GPU backend" in Inductor's subprocess) would fail every later one
                 and (request.mode != "warm" or verdict is None))
         if keep:
+            if worker.turn is not None:  # its review is over: no other review's timed step stops it now
+                worker.turn.discard(worker.pid)
+                worker.turn = None
             worker.last_used = time.monotonic()
             self._put(key, worker)
         else:
@@ -433,5 +473,6 @@ atexit.register(POOL.close)
 
 
 def run_worker(request: ReviewRequest, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
-               reuse: bool = True, progress: Callable[[str], None] | None = None) -> WorkerOutcome:
-    return POOL.run(request, timeouts, log_path, env, reuse=reuse, progress=progress)
+               reuse: bool = True, progress: Callable[[str], None] | None = None,
+               turn: Turn | None = None) -> WorkerOutcome:
+    return POOL.run(request, timeouts, log_path, env, reuse=reuse, progress=progress, turn=turn)

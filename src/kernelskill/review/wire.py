@@ -58,6 +58,9 @@ class ReviewRequest(_Wire):
     mode: Literal["review", "build", "warm", "reference"] = "review"
     # after its stages the runner waits for the judge's commands (`Command`) instead of ending the review
     judged: bool = False
+    # under turns (review/turns.py): before each stage the runner waits for the harness's `go`, which comes when the
+    # device's turn is the stage's
+    gated: bool = False
     arch: str | None = None  # build: the compute capability to build for ("9.0")
     prebuild_call_s: int = PREBUILD_CALL_S  # build: how long ModelNew may take on meta tensors
     log_path: str | None = None  # this review's log file, set by the worker pool
@@ -158,9 +161,11 @@ class Command(_Wire):
     """One thing the judge asks of a runner that waits (review/judge.py): `outputs` (one call per seed, each output
     written to out_dir/<i>.out), the batch's three parts `prepare` (input sets from the seeds), `calls` (one call
     each, back to back: the part the judge's clock bounds) and `commit` (every output written), `time_reference`
-    and `stateful` (reference runner only), `reserve` (candidate runner only, before its batch) and `end`."""
+    and `stateful` (reference runner only), `reserve` (candidate runner only, before its batch), `go` (a gated runner may
+    start the stage it announced: review/turns.py) and `end`."""
 
-    name: Literal["outputs", "inputs", "reserve", "prepare", "calls", "commit", "time_reference", "stateful", "end"]
+    name: Literal["outputs", "inputs", "reserve", "prepare", "calls", "commit", "time_reference", "stateful", "go",
+                  "end"]
     seeds: list[int] = Field(default_factory=list)
     out_dir: str | None = None
     reserve_bytes: int = Field(default=0, ge=0, le=1 << 34)  # `reserve`, `prepare`: one call's outputs

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from kernelskill.review.wire import (Message, StageMessage, StageResults, StageSecondsMessage, UpdateMessage,
+from kernelskill.review.wire import (Command, Message, StageMessage, StageResults, StageSecondsMessage, UpdateMessage,
                                      VerdictMessage, encode)
 
 
@@ -34,15 +34,19 @@ class StageLog:
     """The stage a review is in: announced before it starts (the parent's time limit per stage follows it), its
     seconds after it ends, its results as they come; a verdict names the stage it happened in."""
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: Channel, gated: bool = False) -> None:
         self.channel = channel
         self.name = "load"
         self.started = time.perf_counter()
+        self.gated = gated  # under turns: each stage starts on the harness's `go` (review/turns.py)
 
     def stage(self, name: str) -> None:
         self.name = name
-        self.started = time.perf_counter()
         self.channel.send(StageMessage(stage=name))
+        if self.gated:
+            wait_for_go()
+        self.started = time.perf_counter()
+
 
     def end_stage(self) -> None:
         self.channel.send(StageSecondsMessage(stage=self.name, seconds=round(time.perf_counter() - self.started, 3)))
@@ -65,6 +69,17 @@ class StageLog:
 
     def reject(self, check: str, detail: str) -> Verdict:
         return self.fail("rejected", f"rejected by check {check}: {detail}", checks=[{"name": check, "detail": detail}])
+
+
+def wait_for_go() -> None:
+    """Block until the harness says the announced stage may start; a closed stdin ends this process (its review
+    is over), anything else on it is a harness bug."""
+    line = sys.stdin.readline()
+    if not line:
+        os._exit(0)
+    command = Command.model_validate_json(line)
+    if command.name != "go":
+        raise RuntimeError(f"a gated runner was sent `{command.name}` before its stage's `go`")
 
 
 class Session:

@@ -34,7 +34,7 @@ class Worker:
         self.tracker = session.tracker
         self.settings = request.settings
         self.guards = self.settings.guards
-        self.log = StageLog(channel)  # the current stage, its messages and verdicts
+        self.log = StageLog(channel, gated=request.gated)  # the current stage, its messages and verdicts
         self.rng = random.Random(request.seeds.order)
         self.flags: set[str] = set()  # reported with the stages' results, and after a verdict
         self.candidate = CandidateCalls(session, self.log, self.guards, self.flags,

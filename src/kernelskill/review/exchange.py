@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import struct
+import threading
 from pathlib import Path
 
 MAGIC = b"KSXCHG01"
@@ -96,22 +97,27 @@ def write_outputs(path: str | Path, out) -> int:
     return offset
 
 
-_STAGING: list = []  # this process's host buffer for the copies between host and device, pinned where it can be
+# each thread's host buffer for the copies between host and device, pinned where it can be: the judge compares the
+# outputs of several reviews at once (several GPUs, or reviews sharing one), and with one buffer for the process
+# one review's bytes were copied to the device from another's (honest kernels failed the judge's trials on an H100)
+_STAGING = threading.local()
 
 
 def staging(nbytes: int):
-    """A host buffer of at least `nbytes` (at most CHUNK_BYTES), kept for the process's later copies: page-locked
-    memory where CUDA gives it (the copy is then one DMA, and no page of it is faulted in again), else plain."""
+    """A host buffer of this thread's of at least `nbytes` (at most CHUNK_BYTES), kept for its later copies:
+    page-locked memory where CUDA gives it (the copy is then one DMA, and no page of it is faulted in again), else
+    plain."""
     import torch
 
-    if not _STAGING or _STAGING[0].numel() < nbytes:
+    buffer = getattr(_STAGING, "buffer", None)
+    if buffer is None or buffer.numel() < nbytes:
         size = max(nbytes, min(CHUNK_BYTES, 64 << 20))
         try:
             buffer = torch.empty(size, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
         except RuntimeError:  # no page-locked memory to be had: plain memory works, more slowly
             buffer = torch.empty(size, dtype=torch.uint8)
-        _STAGING[:] = [buffer]
-    return _STAGING[0]
+        _STAGING.buffer = buffer
+    return buffer
 
 
 def _bytes(t):

@@ -372,7 +372,7 @@ def bench(
                                        "(default: every visible GPU)."),
     reviews_per_gpu: Optional[int] = typer.Option(
         None, "--reviews-per-gpu", min=1, max=16, metavar="N", rich_help_panel=PLACE, help="Reviews a GPU holds at "
-        "once (default 3): their untimed steps run side by side, each timed step with the GPU alone; 1: one review."),
+        "once (default 1): their untimed steps run side by side, each timed step with the GPU alone."),
     parallel: Optional[int] = typer.Option(None, metavar="N", rich_help_panel=PLACE, help="Tasks in flight "
                                            "(default: 2 per review slot, so LLM waits overlap evaluations)."),
     ray: Optional[str] = typer.Option(
@@ -388,7 +388,7 @@ def bench(
 ) -> None:
     """Run the loop over many KernelBench tasks.
 
-    Tasks run concurrently, each GPU reviewing a few candidates at once and timing one at a time; RUN_DIR/results.json
+    Tasks run concurrently, each GPU reviewing one candidate at a time (--reviews-per-gpu: more); RUN_DIR/results.json
     holds the paper's metrics (Success, Speedup, Fast_1) and every task's outcome."""
     from kernelskill.bench.discover import parse_gpus, parse_indices, parse_levels
     from kernelskill.bench.display import BenchDisplay, print_summary

@@ -15,10 +15,11 @@ from kernelskill.review.turns import Turn, Turns
 # (Python, torch, the CUDA context, the sandbox) and a review with the compile baseline then held the GPU 6.2 s: one
 # spare would not be up in time, two are (docs/h200/kernelbench/compile).
 SPARES_PER_GPU = 2
-# Reviews a GPU holds at once by default (bench --reviews-per-gpu). Their untimed steps (runner starts, builds loaded,
-# verify trials, the judge's trials and comparisons: about half of a judged review's hold on the H100) run side by
-# side; each timed step has the GPU alone (review/turns.py).
-REVIEWS_PER_GPU = 3
+# Reviews a GPU holds at once by default (bench --reviews-per-gpu N: their untimed steps side by side, each timed step
+# with the GPU alone, review/turns.py). One: on an H100 host, four at once reviewed the same 37 cold CUDA kernels at
+# the pace one did (10.75 and 10.66 a minute; each review's steps waited 7 s of its 12.7 s for their turn:
+# docs/h200/build_breakdown, session 12), so sharing stays a choice until it is measured to pay.
+REVIEWS_PER_GPU = 1
 
 
 class Devices:

@@ -18,7 +18,7 @@ import statistics
 from datetime import datetime
 from pathlib import Path
 
-STAGES = ("gpu_held", "turn_wait", "queue", "prebuild", "verify", "time", "reference", "judge_compare", "judge_batch",
+STAGES = ("gpu_held", "turn_wait", "queue", "prebuild", "prebuild_start", "prebuild_compile", "verify", "time", "reference", "judge_compare", "judge_batch",
           "judge_reference_batch", "wall")
 
 

@@ -4,7 +4,8 @@
 # The precompiled headers are built first (once per machine, before the bench's clock starts); the candidates' and
 # the reference runner's own caches are removed (COLD=0 keeps them), so every candidate builds cold; nvidia-smi
 # samples the GPU's utilization every 200 ms while the bench runs. The bench is corpus_bench.py's (--rules
-# kernelbench), resumed from .devrun/NAME.tar.gz when there is one and packed to $OUT/NAME.tar.gz.
+# kernelbench; PARALLEL tasks in flight, default 12), resumed from .devrun/NAME.tar.gz when there is one and packed
+# to $OUT/NAME.tar.gz.
 source "$(dirname "$0")/setup.sh"
 budget=${1:?throughput.sh BENCH_BUDGET_S NAME CORPUS [BENCH OPTIONS...]}
 name=${2:?throughput.sh BENCH_BUDGET_S NAME CORPUS [BENCH OPTIONS...]}
@@ -22,7 +23,7 @@ smi=$!
 from=()
 [ -f ".devrun/$name.tar.gz" ] && from=(--from ".devrun/$name.tar.gz")
 timeout $((budget + 40)) python3 scripts/corpus_bench.py --corpus "$corpus" --run "/tmp/$name" "${from[@]}" \
-    --budget "$budget" --parallel 12 --tar "$OUT/$name.tar.gz" -- "$@" 2>&1 | grep -v "^prebuild " | tail -14
+    --budget "$budget" --parallel "${PARALLEL:-12}" --tar "$OUT/$name.tar.gz" -- "$@" 2>&1 | grep -v "^prebuild " | tail -14
 kill "$smi"
 python3 - "$OUT/$name-util.csv" <<'EOF'
 import sys

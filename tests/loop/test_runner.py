@@ -225,7 +225,7 @@ def test_prebuild_runs_before_the_review_and_a_build_failure_needs_no_device(tmp
     def prebuild(problem, candidate, settings, log_dir):
         built.append(candidate.filename)
         if "prebuild-fails" not in candidate.source:
-            return Prebuilt(seconds=2.5)
+            return Prebuilt(seconds=2.5, stages={"start": 0.4, "compile": 1.9})
         return Prebuilt(seconds=1.5, result=ReviewResult(
             device="cuda", backend="triton", compiled=False, correct=False, stage="compile", error_kind="compile_error",
             error="cuda.cu:7: error: identifier x is undefined", stage_seconds={"compile": 1.5},
@@ -240,6 +240,8 @@ def test_prebuild_runs_before_the_review_and_a_build_failure_needs_no_device(tmp
         task = store.tasks(store.latest_run().id)[0]
         reviews = [store.review_of(c.id) for c in store.candidates(task.id)]
         assert reviews[0].stage_seconds["prebuild"] == 2.5 and "queue" in reviews[0].stage_seconds
+        # where the prebuild's seconds went, kept with the review (its worker's start, its build)
+        assert reviews[0].stage_seconds["prebuild_start"] == 0.4 and reviews[0].stage_seconds["prebuild_compile"] == 1.9
         assert reviews[1].stage_seconds == {"compile": 1.5, "prebuild": 1.5}
         assert store.stage_totals(task.id)["prebuild"] == 4.0
     assert s.stage_seconds["prebuild"] == 4.0

@@ -314,6 +314,7 @@ class TaskRunner:
             result = ctx.evaluator.review(ctx.problem_path, candidate, ctx.review_settings, log_dir)
         if built is not None:
             result.stage_seconds["prebuild"] = built.seconds
+            result.stage_seconds.update({f"prebuild_{k}": v for k, v in built.stages.items()})
         store.add_review(row.id, result.model_dump(mode="json"))
         if result.ref_ms is not None:
             with self._history_lock:

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.candidate import Candidate
@@ -237,6 +237,9 @@ class Prebuilt:
 
     seconds: float
     result: ReviewResult | None = None
+    # its worker's own seconds: "start" (the worker up, from the zygote), "compile" (the build, the module's import
+    # and the meta call with it); the rest of `seconds` is the harness's side (waiting for a zygote, the pipes)
+    stages: dict[str, float] = field(default_factory=dict)
 
 
 def prebuild(
@@ -274,11 +277,12 @@ def prebuild(
                          clean_environment({"CUDA_VISIBLE_DEVICES": ""}, sandbox=settings.sandbox,
                                            owner=owner_key(candidate.source)), reuse=False)
     seconds = round(time.perf_counter() - start, 3)
+    stages = {k: v for k, v in outcome.stage_seconds.items() if k in ("start", "compile")}
     if outcome.verdict is None or outcome.verdict.kind != "compile_error":
-        return Prebuilt(seconds)
+        return Prebuilt(seconds, stages=stages)
     result = _compose(_base(problem, candidate, settings, "cuda", backend), outcome, settings, log_path, seconds)
     result.stage_seconds = {"compile": outcome.stage_seconds.get("compile", seconds)}
-    return Prebuilt(seconds, result)
+    return Prebuilt(seconds, result, stages)
 
 
 def candidate_environment(candidate: Candidate, settings: ReviewSettings, device: str,

@@ -142,6 +142,8 @@ class WorkerProcess:
     def kill(self, keep_scratch: bool = False) -> int | None:
         """Kill the worker and everything it started; its scratch folder goes too unless `keep_scratch` (the judge
         still reads files there: it removes the folder itself)."""
+        if self.turn is not None:  # no other review's timed step stops this pid again (it is soon another's)
+            self.turn.discard(self.proc.pid)
         if self.proc.returncode is not None and not keep_scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
             return self.proc.returncode
@@ -150,8 +152,6 @@ class WorkerProcess:
                 self.proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 pass
-        if self.turn is not None:
-            self.turn.discard(self.proc.pid)
         if self.proc.poll() is None:  # never after: the zygote reaps its children, and a pid is soon another's
             kill_tree(self.proc.pid, wait=30)  # every process of it ended: what it held is the device's again
         try:

@@ -16,9 +16,10 @@ from kernelskill.review.turns import Turn, Turns
 # spare would not be up in time, two are (docs/h200/kernelbench/compile).
 SPARES_PER_GPU = 2
 # Reviews a GPU holds at once by default (bench --reviews-per-gpu N: their untimed steps side by side, each timed step
-# with the GPU alone, review/turns.py). One: on an H100 host, four at once reviewed the same 37 cold CUDA kernels at
-# the pace one did (10.75 and 10.66 a minute; each review's steps waited 7 s of its 12.7 s for their turn:
-# docs/h200/build_breakdown, session 12), so sharing stays a choice until it is measured to pay.
+# with the GPU alone, review/turns.py). One: in two back-to-back calls on one H100 host (two runs, not one), four at
+# once reviewed the same 37 cold CUDA kernels at the pace one did (10.75 and 10.66 a minute; each review's steps
+# waited 7 s of its 12.7 s for their turn: docs/h200/build_breakdown, session 12), so sharing stays a choice until a
+# side-by-side run shows it pays.
 REVIEWS_PER_GPU = 1
 
 

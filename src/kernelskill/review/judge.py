@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review.exchange import BATCH_INPUTS, hand_over
-from kernelskill.review.judge_files import _compare, _compare_files, comparing_device  # noqa: F401  (the judge's API)
+from kernelskill.review.judge_files import _compare_files, comparing_device  # noqa: F401  (the judge's API)
 from kernelskill.review.quiet import BUILDS
 from kernelskill.review.turns import Kind, Turn
 from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, TimingResult, TimingStats
@@ -308,8 +308,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             ref_worker.kill(keep_scratch=True)
             picks = sorted(secrets.SystemRandom().sample(range(calls), min(BATCH_PICKS, calls)))
             if not ref.stateful:
-                began = time.perf_counter()
                 with _step(turn, "plain"):
+                    began = time.perf_counter()
                     ok, why, mismatch, _, _ = _compare_files(ref.folder / "batch", cand_folder / "batch", picks,
                                                              atol, rtol, max_bytes,
                                                              batch_of=(len(ref.batch_seeds), calls), on=compare_on)

@@ -76,23 +76,26 @@ def kill_tree(pid: int, wait: float = 0.0) -> list[int]:
     return until_gone(born, wait) if wait else []
 
 
-def _started(pid: int) -> bytes | None:
-    """A process's start time (clock ticks after boot): with its pid, who it is (a pid is soon another's)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _running(pid: int, started: bytes | None) -> bool:
-    """Whether this process still runs: a zombie holds no memory, no files and no device context any more."""
+def _stat(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat's fields after the command name (state first), None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
-        return False
-    return fields[0] not in (b"Z", b"X") and (started is None or fields[19] == started)
+        return None
+    return fields if len(fields) > 19 else None
+
+
+def _started(pid: int) -> bytes | None:
+    """A process's start time (clock ticks after boot): with its pid, who it is (a pid is soon another's)."""
+    fields = _stat(pid)
+    return fields[19] if fields else None
+
+
+def _running(pid: int, started: bytes | None) -> bool:
+    """Whether this process still runs: a zombie holds no memory, no files and no device context any more."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in (b"Z", b"X") and (started is None or fields[19] == started)
 
 
 def until_gone(born: dict[int, bytes | None], seconds: float) -> list[int]:

@@ -21,8 +21,8 @@ from kernelskill.candidate import read_candidate  # noqa: E402
 from kernelskill.review.reviewer import review  # noqa: E402
 from kernelskill.settings import ReviewSettings  # noqa: E402
 
-COLUMNS = ("reference", "start", "verify", "time", "judge_trials", "judge_compare", "judge_batch",
-           "judge_reference_batch")
+COLUMNS = ("reference", "start", "verify", "time", "judge_trials", "judge_compare", "judge_batch", "judge_kill",
+           "judge_reference_batch", "reference_kill", "unnamed")
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
     settings = ReviewSettings(device=args.device, rules=args.rules)
-    print(f"{'kernel':<40} {'wall':>6} " + " ".join(f"{c[:13]:>13}" for c in COLUMNS) + "  verdict")
+    print(f"{'kernel':<40} {'wall':>6} " + " ".join(f"{c[-9:]:>9}" for c in COLUMNS) + "  verdict")
     for problem, kernel in args.pair:
         candidate = read_candidate(Path(kernel), None)
         for i in range(args.repeat + 1):
@@ -42,9 +42,10 @@ def main() -> None:
             wall = time.perf_counter() - start
             if i == 0:
                 continue  # untimed: the build and first-call compiles
-            s = result.stage_seconds
+            s = dict(result.stage_seconds)
+            s["unnamed"] = wall - sum(s.get(c, 0) for c in COLUMNS[:-1]) - s.get("judge_reserve", 0)
             verdict = f"correct {result.speedup:.2f}x" if result.correct else f"{result.error_kind}"
-            print(f"{Path(kernel).stem[:40]:<40} {wall:6.2f} " + " ".join(f"{s.get(c, 0):13.2f}" for c in COLUMNS)
+            print(f"{Path(kernel).stem[:40]:<40} {wall:6.2f} " + " ".join(f"{s.get(c, 0):9.2f}" for c in COLUMNS)
                   + f"  {verdict}", flush=True)
 
 

@@ -18,8 +18,8 @@ import statistics
 from datetime import datetime
 from pathlib import Path
 
-STAGES = ("gpu_held", "turn_wait", "queue", "prebuild", "prebuild_start", "prebuild_compile", "verify", "time", "reference", "judge_compare", "judge_batch",
-          "judge_reference_batch", "wall")
+STAGES = ("gpu_held", "turn_wait", "queue", "prebuild", "prebuild_start", "prebuild_compile", "verify", "time",
+          "reference", "judge_compare", "judge_batch", "judge_kill", "judge_reference_batch", "reference_kill", "wall")
 
 
 def reviews(path: Path) -> tuple[datetime, list[dict]]:

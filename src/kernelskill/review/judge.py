@@ -134,14 +134,13 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     Under a `turn`, its timing is a timed step and the rest plain ones."""
     run = ReferenceRun(folder=folder, trial_seeds=draw_seeds(JUDGE_TRIALS), batch_seeds=[],
                        target_s=BATCH_TARGET_S[device])
-    with _step(turn, "plain"):
+    with _step(turn, "plain"):  # one step for both commands: each step asked for may wait out others' timed ones
         info, run.seconds["reference_stateful"], error = _run(worker, Command(name="stateful", seeds=draw_seeds(1)),
                                                               limits["verify"])
-    if error:
-        run.error = f"checking whether the reference keeps state across calls failed: {error}"
-        return run
-    run.stateful = bool(info.get("stateful"))
-    with _step(turn, "plain"):
+        if error:
+            run.error = f"checking whether the reference keeps state across calls failed: {error}"
+            return run
+        run.stateful = bool(info.get("stateful"))
         info, run.seconds["reference_trials"], error = _run(
             worker, Command(name="outputs", seeds=run.trial_seeds, out_dir=str(folder / "trials")), limits["verify"])
     if error:
@@ -258,13 +257,12 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             report.flags.append("judge_trials_skipped: the reference answers the same inputs differently from call "
                                 "to call (it keeps state), so only the runner's own lockstep trials compared outputs")
         else:
-            with _step(turn, "plain"):
+            with _step(turn, "plain"):  # the trials and their comparison: one step
                 info, report.seconds["judge_trials"], error = _run(
                     worker, Command(name="outputs", seeds=ref.trial_seeds, out_dir=str(cand_folder / "trials")),
                     limits["verify"])
-            if error:
-                return _fail(report, "runtime_error", f"on the judge's trials the candidate failed: {error}")
-            with _step(turn, "plain"):
+                if error:
+                    return _fail(report, "runtime_error", f"on the judge's trials the candidate failed: {error}")
                 began = time.perf_counter()
                 ok, why, mismatch, report.max_abs_error, report.max_rel_error = _compare_files(
                     ref.folder / "trials", cand_folder / "trials", list(range(len(ref.trial_seeds))), atol, rtol,
@@ -289,7 +287,9 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             with BUILDS.quiet():  # the builds of later candidates stopped while the batch runs (quiet.py)
                 walls, error, said = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut,
                                             ref.output_bytes)
+            began = time.perf_counter()
             worker.kill(keep_scratch=True)  # nothing it started may touch the files, or run beside the reference
+            report.seconds["judge_kill"] = time.perf_counter() - began
             report.seconds["judge_batch"] = round(sum(walls.values()), 3)
             if error and cut < limits["time"] and list(walls.values())[-1] >= cut:
                 part = list(walls)[-1]
@@ -305,7 +305,9 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             report.seconds["judge_reference_batch"] = time.perf_counter() - began
             if turn is not None:
                 turn.end()
+            began = time.perf_counter()
             ref_worker.kill(keep_scratch=True)
+            report.seconds["reference_kill"] = time.perf_counter() - began
             picks = sorted(secrets.SystemRandom().sample(range(calls), min(BATCH_PICKS, calls)))
             if not ref.stateful:
                 with _step(turn, "plain"):

@@ -155,7 +155,15 @@ def test_time_stopped_for_another_review_counts_against_no_limit(tmp_path):
     turns = Turns()
     other, mine = turns.turn(), turns.turn()
     other.begin("timed")
-    threading.Timer(4.0, other.end).start()
+    add, timers = mine.add, []
+
+    def first_runner(pid: int) -> None:  # the other's step ends 4 s after the runner exists, however long it took
+        add(pid)                         # to start (a cold start on a loaded 2-core machine took seconds)
+        if not timers:
+            timers.append(threading.Timer(4.0, other.end))
+            timers[0].start()
+
+    mine.add = first_runner  # type: ignore[method-assign]
     result = _review(mine, tmp_path, timeouts=StageTimeouts(load=3, compile=30, verify=30, time=30))
     assert result.correct, result.error
     assert mine.paused() >= 3.0

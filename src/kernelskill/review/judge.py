@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -252,6 +253,7 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
     the candidate runner's kill between them, are one timed step; the rest are plain steps."""
     report = JudgeReport()
     max_bytes = 4 * ref.output_bytes + (1 << 20)
+    dying: threading.Thread | None = None  # the reference runner, killed while the picked outputs are compared
     try:
         if ref.stateful:
             report.flags.append("judge_trials_skipped: the reference answers the same inputs differently from call "
@@ -305,9 +307,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             report.seconds["judge_reference_batch"] = time.perf_counter() - began
             if turn is not None:
                 turn.end()
-            began = time.perf_counter()
-            ref_worker.kill(keep_scratch=True)
-            report.seconds["reference_kill"] = time.perf_counter() - began
+            # its end is waited for beside the comparison (which times nothing), and before the device is given back
+            dying = _kill_aside(ref_worker, report.seconds, "reference_kill")
             picks = sorted(secrets.SystemRandom().sample(range(calls), min(BATCH_PICKS, calls)))
             if not ref.stateful:
                 with _step(turn, "plain"):
@@ -320,6 +321,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                     report.mismatch = mismatch
                     return _fail(report, "rejected", f"outputs of calls in a batch timed by the judge differ from the "
                                  f"reference ({why}); every call must compute its result", check="judge:batch-outputs")
+            dying.join()
+            dying = None
             if device_done is not None:
                 device_done()
             report.timing, flags, report.batch = bound_timing(runner_timing, ref, walls, calls)
@@ -327,12 +330,27 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             report.batch.runner_calls_s = {"reference": round(ref.said_calls_s, 6), "candidate": round(said, 6)}
             report.flags += flags
     finally:
+        if dying is not None:
+            dying.join()
         if turn is not None:
             turn.end()  # the timed step of the batches, when the review ended inside it
         worker.kill()
         shutil.rmtree(cand_folder, ignore_errors=True)
     report.ok = True
     return report
+
+
+def _kill_aside(worker, seconds: dict[str, float], key: str) -> threading.Thread:
+    """Kill `worker`, its scratch kept, on a thread of its own: the wait until its tree has ended (a process giving
+    back a CUDA context and its memory) runs beside this thread's work. Join it before the device is given back."""
+    def kill() -> None:
+        began = time.perf_counter()
+        worker.kill(keep_scratch=True)
+        seconds[key] = time.perf_counter() - began
+
+    thread = threading.Thread(target=kill, name="kernelskill-kill", daemon=True)
+    thread.start()
+    return thread
 
 
 def batch_calls(ref: ReferenceRun, runner_timing: TimingResult) -> int:

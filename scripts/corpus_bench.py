@@ -203,11 +203,14 @@ def this_chunk(run: Path, since: str, wall: float) -> dict:
     out = {"reviews": len(rows), "per_minute": round(60 * len(rows) / wall, 2), "gpu_held_s": round(sum(held), 1),
            "gpu_held_median_s": round(statistics.median(held), 3) if held else None,
            "gpu_held_mean_s": round(statistics.mean(held), 3) if held else None,
-           "judged_batches": len(batches), "unconfirmed": sum(not b.get("confirmed", True) for b in batches)}
+           "judged_batches": len(batches), "unconfirmed": sum(not b.get("confirmed", True) for b in batches),
+           # confirmed claims the batch would have confirmed 1.5x smaller too (judge.UNRESOLVED_FACTOR)
+           "unresolved": sum(b.get("confirmed", False) and "fastest_confirmable_us" in b
+                             and b["claimed_us"] > 1.5 * b["fastest_confirmable_us"] for b in batches)}
     print(f"this chunk: {out['reviews']} reviews in {wall:.0f} s, {out['per_minute']} a minute; GPU held "
           f"{out['gpu_held_s']} s ({out['gpu_held_s'] / wall:.0%}), per review median {out['gpu_held_median_s']} s, "
           f"mean {out['gpu_held_mean_s']} s; the judge did not confirm the runner's timing in {out['unconfirmed']} "
-          f"of {out['judged_batches']} batches")
+          f"of {out['judged_batches']} batches, and could not tell it from one 1.5x faster in {out['unresolved']}")
     return out
 
 

@@ -333,3 +333,19 @@ def test_outputs_the_device_cannot_compare_are_compared_on_the_host(monkeypatch)
     bad = judge._compare(torch.zeros(3), torch.ones(3), 1e-4, 1e-4, 0, "cuda:0")
     assert not bad.ok and calls == ["cpu"]
 
+
+
+def test_a_claim_the_batch_could_not_tell_from_a_lie_is_flagged():
+    # CUDA-L1's L1/12 on the H100 (session 9): 10 calls of 61 us by the runner's events, whose calls part the judge's
+    # clock put at 18 us a call after its latency, against 2 ms allowed for that latency: any claim, 1 us as much as
+    # 61 us, would have been confirmed. The figure stands (nothing shows a lie), but it says it rests on the events
+    runner = _runner_timing([2.7] * 8, [0.0614] * 8)
+    ref = _reference([2.7] * 8, calls=10)
+    _, flags, batch = bound_timing(runner, ref, _walls(0.0177, calls=10), 10)
+    assert batch.confirmed and batch.fastest_confirmable_us == 0.0, batch
+    assert any(f.startswith("timing_unresolved") for f in flags), flags
+    # a batch of a thousand calls of the same kernel tells a 1.5x lie apart: no flag
+    ref = _reference([2.7] * 8, calls=1000)
+    _, flags, batch = bound_timing(runner, ref, _walls(0.0614, calls=1000), 1000)
+    assert batch.confirmed and batch.fastest_confirmable_us > 0.0614e3 / 1.5, batch
+    assert not any(f.startswith("timing_unresolved") for f in flags), flags

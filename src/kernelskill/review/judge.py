@@ -56,6 +56,9 @@ REF_SLACK = 0.05  # the candidate runner's reference may be this much slower tha
 WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's clock than by its own events
 WALL_ABS_S = 0.002  # plus this much per batch: the judge's own latency (pipes, process wake-ups)
 OVERHEAD_CAP_S = 0.01  # the most of a batch's `calls` part taken for the judge's latency rather than calls
+# A confirmed claim the batch would have confirmed this many times smaller as well is flagged: the judge's clock
+# could not tell it from a lie (a batch whose calls take a few milliseconds, near WALL_ABS_S)
+UNRESOLVED_FACTOR = 1.5
 PHASE_TOL, PHASE_ABS_S = 0.25, 0.005  # the candidate's prepare and commit may take this much longer than the
 # reference's (the same input file loaded, outputs of the same size written to one file); beyond it, the excess
 # counts as its calls'. Both parts are short (one file each way, no problem code): the tolerance hides little work
@@ -403,6 +406,13 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     # runner's own figure, from its claimed host times, is never taken; host_us stays only as its hint)
     fields["speedup_host_paced"] = round(ref_pace_s / wall_call_s, 4) if wall_call_s > 0 else None
     confirmed = wall_call_s <= claimed_s * (1 + WALL_TOL) + WALL_ABS_S / calls
+    fastest_s = max(0.0, wall_call_s - WALL_ABS_S / calls) / (1 + WALL_TOL)  # the same test, solved for the claim
+    if confirmed and claimed_s > UNRESOLVED_FACTOR * fastest_s:
+        flags.append(f"timing_unresolved: the judge's batch of {calls} calls took {walls['calls'] * 1e3:.2f} ms by "
+                     f"its clock, with {WALL_ABS_S * 1e3:g} ms allowed for its own latency: it would have confirmed "
+                     f"any event time down to {fastest_s * 1e6:.1f} us, and the runner's events say "
+                     f"{claimed_s * 1e6:.1f} us. The speedup rests on those events, which only the speed-of-light "
+                     "floor bounds below that")
     if not confirmed:
         flags.append(f"timing_unconfirmed: by the judge's clock the candidate's calls took {wall_call_s * 1e6:.1f} us "
                      f"each in a batch of {calls}, its own events say {claimed_s * 1e6:.1f} us (work outside the "
@@ -420,7 +430,8 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
                        reference_s={k: round(v, 6) for k, v in ref.batch_walls.items()},
                        candidate_s={k: round(v, 6) for k, v in walls.items()}, overhead_us=round(overhead_s * 1e6, 1),
                        reference_pace_us=round(ref_pace_s * 1e6, 3), candidate_pace_us=round(wall_call_s * 1e6, 3),
-                       claimed_us=round(claimed_s * 1e6, 3), confirmed=confirmed)
+                       claimed_us=round(claimed_s * 1e6, 3), confirmed=confirmed,
+                       fastest_confirmable_us=round(fastest_s * 1e6, 3))
     return result, flags, batch
 
 

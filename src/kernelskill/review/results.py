@@ -313,6 +313,8 @@ class JudgeBatch(BaseModel):
     candidate_pace_us: float
     claimed_us: float  # the candidate's median by its runner's events
     confirmed: bool  # the candidate's pace is within the tolerance of its claim
+    # the fastest event time the same walls would have confirmed (0: any): a claim far above it was not tested much
+    fastest_confirmable_us: float = 0.0
     # what each runner says its calls loop took, seconds (a hint for diagnosis, never used: the judge's clock is)
     runner_calls_s: dict[str, float] = Field(default_factory=dict)
 

@@ -8,7 +8,7 @@ docs/h200/build_breakdown/2026-12-06/reviews.jsonl). A confirmed claim above `--
 time is one the judge could not tell from a lie that much smaller (judge.UNRESOLVED_FACTOR, flag timing_unresolved);
 where the fastest is 0, any claim would have passed. Older rows, written before batches recorded
 `fastest_confirmable_us`, get it from their pace, call count and the judge's tolerances, the same test solved for the
-claim.
+claim; `--slack-ms` tests every row with another latency allowance (session 9's rows were judged with 2 ms).
 """
 
 from __future__ import annotations
@@ -34,21 +34,27 @@ def batches(path: Path) -> list[tuple[str, dict]]:
     return [(r.get("task", "?"), r["judge_batch"]) for r in rows if r.get("judge_batch")]
 
 
-def fastest_us(batch: dict) -> float:
-    if "fastest_confirmable_us" in batch:
+def fastest_us(batch: dict, slack_s: float | None = None) -> float:
+    """The fastest claim the batch would have confirmed: as recorded, or (older rows, or another `slack_s` than the
+    judge's WALL_ABS_S) solved from its pace."""
+    if "fastest_confirmable_us" in batch and slack_s is None:
         return batch["fastest_confirmable_us"]
-    return max(0.0, batch["candidate_pace_us"] - WALL_ABS_S * 1e6 / batch["calls"]) / (1 + WALL_TOL)
+    slack_s = WALL_ABS_S if slack_s is None else slack_s
+    return max(0.0, batch["candidate_pace_us"] - slack_s * 1e6 / batch["calls"]) / (1 + WALL_TOL)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path)
     parser.add_argument("--factor", type=float, default=UNRESOLVED_FACTOR)
+    parser.add_argument("--slack-ms", type=float, default=None,
+                        help=f"the latency allowance per batch to test with (default: the judge's, "
+                             f"{WALL_ABS_S * 1e3:g} ms; what a row recorded is then recomputed)")
     args = parser.parse_args()
     confirmed = [(task, b) for task, b in batches(args.run) if b.get("confirmed")]
     rows = []
     for task, b in confirmed:
-        fastest = fastest_us(b)
+        fastest = fastest_us(b, None if args.slack_ms is None else args.slack_ms / 1e3)
         rows.append((b["claimed_us"] / fastest if fastest > 0 else float("inf"), task, b, fastest))
     rows.sort(key=lambda r: -r[0])
     print(f"{'task':<44} {'calls':>6} {'calls ms':>9} {'claimed us':>11} {'pace us':>9} {'fastest us':>11} {'lie':>7}")

@@ -54,7 +54,11 @@ BATCH_BYTES = 1 << 30
 MIN_BATCH, MAX_BATCH = 3, 2000
 REF_SLACK = 0.05  # the candidate runner's reference may be this much slower than the reference runner's
 WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's clock than by its own events
-WALL_ABS_S = 0.002  # plus this much per batch: the judge's own latency (pipes, process wake-ups)
+# plus this much per batch: what the judge's own latency (pipes, process wake-ups) may differ between the two sides'
+# batches, beyond the reference's, which is subtracted. Over session 9's 53 confirmed honest timings on the H100
+# the candidate's calls overran its claim (plus WALL_TOL) by at most 0.39 ms a batch (docs/h200/trust, session 13);
+# at 2 ms, 21 of them would have been confirmed for claims 1.5x smaller as well, 5 for any claim; at 1 ms, 18 and 2
+WALL_ABS_S = 0.001
 OVERHEAD_CAP_S = 0.01  # the most of a batch's `calls` part taken for the judge's latency rather than calls
 # A confirmed claim the batch would have confirmed this many times smaller as well is flagged: the judge's clock
 # could not tell it from a lie (a batch whose calls take a few milliseconds, near WALL_ABS_S)

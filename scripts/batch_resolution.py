@@ -1,5 +1,7 @@
 """How hard the judge's batches tested the runners' claimed times: for each judged review of a bench run, the fastest
-event time the batch's walls would still have confirmed, against the one the runner claimed.
+event time the batch's walls would still have confirmed, against the one the runner claimed. A lying runner may also
+move work out of its calls into its prepare and commit, as far as they are still excused (judge.PHASE_TOL and
+PHASE_ABS_S over the reference's): that room counts too.
 
     python scripts/batch_resolution.py RUN_OR_REVIEWS [--factor 1.5]
 
@@ -22,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelskill.review.judge import UNRESOLVED_FACTOR, WALL_ABS_S, WALL_TOL  # noqa: E402
+from kernelskill.review.judge import PHASE_ABS_S, PHASE_TOL, UNRESOLVED_FACTOR, WALL_ABS_S, WALL_TOL  # noqa: E402
 
 
 def batches(path: Path) -> list[tuple[str, dict]]:
@@ -40,7 +42,10 @@ def fastest_us(batch: dict, slack_s: float | None = None) -> float:
     if "fastest_confirmable_us" in batch and slack_s is None:
         return batch["fastest_confirmable_us"]
     slack_s = WALL_ABS_S if slack_s is None else slack_s
-    return max(0.0, batch["candidate_pace_us"] - slack_s * 1e6 / batch["calls"]) / (1 + WALL_TOL)
+    share = batch["calls"] / batch["reference_calls"]
+    room_s = sum(max(0.0, batch["reference_s"][p] * share * (1 + PHASE_TOL) + PHASE_ABS_S - batch["candidate_s"][p])
+                 for p in ("prepare", "commit"))
+    return max(0.0, batch["candidate_pace_us"] - (slack_s + room_s) * 1e6 / batch["calls"]) / (1 + WALL_TOL)
 
 
 def main() -> None:

@@ -27,8 +27,8 @@ def _batch(claimed_ms: float, pace_ms: float, calls: int) -> dict:
 
 
 def test_a_run_written_before_the_field_reads_as_the_judge_would_have_written_it(tmp_path, capsys, monkeypatch):
-    short, long = _batch(0.06, 0.05, 10), _batch(0.06, 0.06, 1000)
-    assert short["fastest_confirmable_us"] == 0.0 and long["fastest_confirmable_us"] > 40
+    short, long = _batch(0.06, 0.05, 10), _batch(0.2, 0.2, 2000)
+    assert short["fastest_confirmable_us"] == 0.0 and long["fastest_confirmable_us"] > 200 / 1.5
     old = {k: v for k, v in long.items() if k != "fastest_confirmable_us"}
     assert abs(batch_resolution.fastest_us(old) - long["fastest_confirmable_us"]) < 1e-3
     reviews = tmp_path / "reviews.jsonl"
@@ -38,3 +38,5 @@ def test_a_run_written_before_the_field_reads_as_the_judge_would_have_written_it
     batch_resolution.main()
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("3 confirmed timings; 1 would have confirmed") and "1 any claim" in last, last
+    # a batch of 1000 calls of 60 us, beside a prepare and a commit of 10 ms, is not enough (what they are excused)
+    assert batch_resolution.fastest_us(_batch(0.06, 0.06, 1000)) < 60 / 1.5

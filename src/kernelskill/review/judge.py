@@ -61,7 +61,8 @@ WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's c
 WALL_ABS_S = 0.001
 OVERHEAD_CAP_S = 0.01  # the most of a batch's `calls` part taken for the judge's latency rather than calls
 # A confirmed claim the batch would have confirmed this many times smaller as well is flagged: the judge's clock
-# could not tell it from a lie (a batch whose calls take a few milliseconds, near WALL_ABS_S)
+# could not tell it from a lie (a batch whose calls take a few milliseconds, against WALL_ABS_S and what PHASE_TOL
+# excuses of its prepare and commit)
 UNRESOLVED_FACTOR = 1.5
 PHASE_TOL, PHASE_ABS_S = 0.25, 0.005  # the candidate's prepare and commit may take this much longer than the
 # reference's (the same input file loaded, outputs of the same size written to one file); beyond it, the excess
@@ -410,11 +411,16 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     # runner's own figure, from its claimed host times, is never taken; host_us stays only as its hint)
     fields["speedup_host_paced"] = round(ref_pace_s / wall_call_s, 4) if wall_call_s > 0 else None
     confirmed = wall_call_s <= claimed_s * (1 + WALL_TOL) + WALL_ABS_S / calls
-    fastest_s = max(0.0, wall_call_s - WALL_ABS_S / calls) / (1 + WALL_TOL)  # the same test, solved for the claim
+    # the same test solved for the claim, against a runner that also moved work out of its calls into what its
+    # prepare and commit were still excused (their file transfers' share: tens of ms where the calls took one)
+    room_s = sum(max(0.0, ref.batch_walls[p] * share * (1 + PHASE_TOL) + PHASE_ABS_S - walls[p])
+                 for p in ("prepare", "commit"))
+    fastest_s = max(0.0, wall_call_s - (WALL_ABS_S + room_s) / calls) / (1 + WALL_TOL)
     if confirmed and claimed_s > UNRESOLVED_FACTOR * fastest_s:
         flags.append(f"timing_unresolved: the judge's batch of {calls} calls took {walls['calls'] * 1e3:.2f} ms by "
-                     f"its clock, with {WALL_ABS_S * 1e3:g} ms allowed for its own latency: it would have confirmed "
-                     f"any event time down to {fastest_s * 1e6:.1f} us, and the runner's events say "
+                     f"its clock, against {WALL_ABS_S * 1e3:g} ms allowed for its own latency and "
+                     f"{room_s * 1e3:.1f} ms its prepare and commit were still excused: it would have confirmed any "
+                     f"event time down to {fastest_s * 1e6:.1f} us, and the runner's events say "
                      f"{claimed_s * 1e6:.1f} us. The speedup rests on those events, which only the speed-of-light "
                      "floor bounds below that")
     if not confirmed:

@@ -71,3 +71,17 @@ def test_a_raising_candidates_reason_names_its_exception():
     dotted = raised.model_copy(update={"error": "raised:\n  at x.py:3\n  at y.py:4\n"
                                                 "triton.compiler.errors.CompilationError: at 1:2: bad"})
     assert reason_of(dotted) == "raised: | triton.compiler.errors.CompilationError: at 1:2: bad"
+
+
+def test_the_agents_are_not_told_of_the_judges_own_limits():
+    # timing_unresolved says the judge's batch could not test the runner's claimed time: true of the review, and
+    # kept there, but nothing the kernel's author can act on; the other flags reach the agents as they are
+    from kernelskill.loop.feedback import review_feedback
+    from kernelskill.review.results import ReviewResult
+
+    flags = ["timing_unresolved: the judge's batch of 10 calls took 1.46 ms", "timing_unconfirmed: 87 us against 3.5",
+             "reference_slowed: beside the candidate"]
+    result = ReviewResult(compiled=True, correct=True, stage=None, error=None, flags=flags, device="cpu",
+                          backend="triton", problem="p.py", candidate="k.py")
+    assert review_feedback(result).flags == flags[1:]
+    assert result.flags == flags

@@ -14,6 +14,9 @@ from kernelskill.loop.outcome import verdict
 # summaries are already in `error`.
 _LOG_LINES = 40
 _CAVEAT_CHARS = 400
+# Flags about the judge's own measurement, not the kernel: nothing a kernel's author can act on (they stay in the
+# review, the run store and reports)
+_NOT_THE_KERNELS = ("timing_unresolved",)
 
 
 def review_feedback(result: ReviewResult) -> ReviewFeedback:
@@ -30,7 +33,7 @@ def review_feedback(result: ReviewResult) -> ReviewFeedback:
         ref_ms=result.ref_ms,
         candidate_ms=result.candidate_ms,
         checks=[f"{c.name}: {c.detail}" for c in result.checks],
-        flags=list(result.flags),
+        flags=[f for f in result.flags if f.split(":")[0] not in _NOT_THE_KERNELS],
     )
 
 

@@ -41,3 +41,11 @@ def test_a_reduced_precision_best_is_flagged_beside_the_headline_and_in_the_json
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved["speedup_caveats"] == ["reduced precision (passes only the configured tolerance)"]
     assert json.loads(s.model_dump_json())["speedup_caveats"] == saved["speedup_caveats"]
+
+
+def test_a_figure_the_judge_could_not_test_says_so_beside_it():
+    # the judge's batch could not tell the runner's claimed time from one 1.5x smaller: the figure rests on the
+    # runner's events, which a reader of the headline must know
+    flag = "timing_unresolved: the judge's batch of 10 calls took 1.46 ms by its clock, against 1 ms allowed ..."
+    o = TaskOutcome(success=True, best_speedup=43.7, flags=[flag, "timing_retimed: kept the second"])
+    assert o.speedup_caveats == ["timing_unresolved"]

@@ -30,13 +30,13 @@ try:
 except ImportError:  # a source checkout that is not installed
     sys.path.insert(0, str(REPO / "src"))
 
-from rich.console import Console
+from rich.console import Console  # noqa: E402
 
-from kernelskill.memory.policy.collect import profile_candidate
-from kernelskill.memory import load_knowledge
-from kernelskill.memory import advise
-from kernelskill.profiling.run import ProfileSettings
-from kernelskill.memory.tools.render import render_decision
+from kernelskill.memory.policy.collect import profile_candidate  # noqa: E402
+from kernelskill.memory import load_knowledge  # noqa: E402
+from kernelskill.memory import advise  # noqa: E402
+from kernelskill.profiling.run import ProfileSettings  # noqa: E402
+from kernelskill.memory.tools.render import render_decision  # noqa: E402
 
 RESERVE_S = 40.0  # kept back for each case still to come: a plain run and one ncu pass on a warm Triton cache
 PROBLEMS = REPO / "tests" / "data" / "problems" / "gpu"

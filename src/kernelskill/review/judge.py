@@ -421,8 +421,8 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
                      f"its clock, against {WALL_ABS_S * 1e3:g} ms allowed for its own latency and "
                      f"{room_s * 1e3:.1f} ms its prepare and commit were still excused: it would have confirmed any "
                      f"event time down to {fastest_s * 1e6:.1f} us, and the runner's events say "
-                     f"{claimed_s * 1e6:.1f} us. The speedup rests on those events, which only the speed-of-light "
-                     "floor bounds below that")
+                     f"{claimed_s * 1e6:.1f} us. The speedup rests on those events (below that, only the "
+                     "speed-of-light floor bounds them, where the device's peaks are known)")
     if not confirmed:
         flags.append(f"timing_unconfirmed: by the judge's clock the candidate's calls took {wall_call_s * 1e6:.1f} us "
                      f"each in a batch of {calls}, its own events say {claimed_s * 1e6:.1f} us (work outside the "

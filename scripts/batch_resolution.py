@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelskill.review.judge import PHASE_ABS_S, PHASE_TOL, UNRESOLVED_FACTOR, WALL_ABS_S, WALL_TOL  # noqa: E402
+from kernelskill.review.judge import UNRESOLVED_FACTOR, WALL_ABS_S, fastest_confirmable  # noqa: E402
 
 
 def batches(path: Path) -> list[tuple[str, dict]]:
@@ -41,11 +41,10 @@ def fastest_us(batch: dict, slack_s: float | None = None) -> float:
     judge's WALL_ABS_S) solved from its pace."""
     if "fastest_confirmable_us" in batch and slack_s is None:
         return batch["fastest_confirmable_us"]
-    slack_s = WALL_ABS_S if slack_s is None else slack_s
-    share = batch["calls"] / batch["reference_calls"]
-    room_s = sum(max(0.0, batch["reference_s"][p] * share * (1 + PHASE_TOL) + PHASE_ABS_S - batch["candidate_s"][p])
-                 for p in ("prepare", "commit"))
-    return max(0.0, batch["candidate_pace_us"] - (slack_s + room_s) * 1e6 / batch["calls"]) / (1 + WALL_TOL)
+    fastest_s, _ = fastest_confirmable(batch["candidate_pace_us"] / 1e6, batch["calls"], batch["reference_s"],
+                                       batch["candidate_s"], batch["calls"] / batch["reference_calls"],
+                                       WALL_ABS_S if slack_s is None else slack_s)
+    return fastest_s * 1e6
 
 
 def main() -> None:
@@ -65,8 +64,9 @@ def main() -> None:
     print(f"{'task':<44} {'calls':>6} {'calls ms':>9} {'claimed us':>11} {'pace us':>9} {'fastest us':>11} {'lie':>7}")
     for ratio, task, b, fastest in rows:
         calls_ms = b.get("candidate_s", {}).get("calls", 0.0) * 1e3
+        lie = "any" if ratio == float("inf") else f"{ratio:.2f}x"
         print(f"{task[:44]:<44} {b['calls']:>6} {calls_ms:>9.2f} {b['claimed_us']:>11.1f} "
-              f"{b['candidate_pace_us']:>9.1f} {fastest:>11.1f} {'any' if ratio == float('inf') else f'{ratio:.2f}x':>7}")
+              f"{b['candidate_pace_us']:>9.1f} {fastest:>11.1f} {lie:>7}")
     unresolved = sum(r[0] > args.factor for r in rows)
     unbounded = sum(r[0] == float("inf") for r in rows)
     print(f"{len(rows)} confirmed timings; {unresolved} would have confirmed a claim {args.factor:g}x smaller as well "

@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from kernelskill.review.judge import UNRESOLVED_FACTOR  # noqa: E402
+
 
 def bench(args, extra: list[str]) -> tuple[int, float]:
     run = Path(args.run)
@@ -204,13 +206,14 @@ def this_chunk(run: Path, since: str, wall: float) -> dict:
            "gpu_held_median_s": round(statistics.median(held), 3) if held else None,
            "gpu_held_mean_s": round(statistics.mean(held), 3) if held else None,
            "judged_batches": len(batches), "unconfirmed": sum(not b.get("confirmed", True) for b in batches),
-           # confirmed claims the batch would have confirmed 1.5x smaller too (judge.UNRESOLVED_FACTOR)
+           # confirmed claims the batch would have confirmed UNRESOLVED_FACTOR times smaller too (timing_unresolved)
            "unresolved": sum(b.get("confirmed", False) and "fastest_confirmable_us" in b
-                             and b["claimed_us"] > 1.5 * b["fastest_confirmable_us"] for b in batches)}
+                             and b["claimed_us"] > UNRESOLVED_FACTOR * b["fastest_confirmable_us"] for b in batches)}
     print(f"this chunk: {out['reviews']} reviews in {wall:.0f} s, {out['per_minute']} a minute; GPU held "
           f"{out['gpu_held_s']} s ({out['gpu_held_s'] / wall:.0%}), per review median {out['gpu_held_median_s']} s, "
           f"mean {out['gpu_held_mean_s']} s; the judge did not confirm the runner's timing in {out['unconfirmed']} "
-          f"of {out['judged_batches']} batches, and could not tell it from one 1.5x faster in {out['unresolved']}")
+          f"of {out['judged_batches']} batches, and could not tell it from one {UNRESOLVED_FACTOR:g}x faster in "
+          f"{out['unresolved']}")
     return out
 
 

@@ -413,11 +413,7 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     # runner's own figure, from its claimed host times, is never taken; host_us stays only as its hint)
     fields["speedup_host_paced"] = round(ref_pace_s / wall_call_s, 4) if wall_call_s > 0 else None
     confirmed = wall_call_s <= claimed_s * (1 + WALL_TOL) + WALL_ABS_S / calls
-    # the same test solved for the claim, against a runner that also moved work out of its calls into what its
-    # prepare and commit were still excused (their file transfers' share: tens of ms where the calls took one)
-    room_s = sum(max(0.0, ref.batch_walls[p] * share * (1 + PHASE_TOL) + PHASE_ABS_S - walls[p])
-                 for p in ("prepare", "commit"))
-    fastest_s = max(0.0, wall_call_s - (WALL_ABS_S + room_s) / calls) / (1 + WALL_TOL)
+    fastest_s, room_s = fastest_confirmable(wall_call_s, calls, ref.batch_walls, walls, share)
     if confirmed and claimed_s > UNRESOLVED_FACTOR * fastest_s:
         flags.append(f"timing_unresolved: the judge's batch of {calls} calls took {walls['calls'] * 1e3:.2f} ms by "
                      f"its clock, against {WALL_ABS_S * 1e3:g} ms allowed for its own latency and "
@@ -445,6 +441,16 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
                        claimed_us=round(claimed_s * 1e6, 3), confirmed=confirmed,
                        fastest_confirmable_us=round(fastest_s * 1e6, 3))
     return result, flags, batch
+
+
+def fastest_confirmable(pace_s: float, calls: int, ref_walls: dict[str, float], walls: dict[str, float],
+                        share: float, slack_s: float = WALL_ABS_S) -> tuple[float, float]:
+    """bound_timing's test solved for the claim: (the fastest event time a candidate whose batch ran at `pace_s` a
+    call would have had confirmed, the seconds of its prepare and commit still excused). A runner may move its
+    calls' work into that room unseen (their file transfers' share: tens of ms where the calls took one)."""
+    room_s = sum(max(0.0, ref_walls[p] * share * (1 + PHASE_TOL) + PHASE_ABS_S - walls[p])
+                 for p in ("prepare", "commit"))
+    return max(0.0, pace_s - (slack_s + room_s) / calls) / (1 + WALL_TOL), room_s
 
 
 def compile_baseline(result: TimingResult, ref: ReferenceRun, cand_pace_ms: float) -> list[str]:

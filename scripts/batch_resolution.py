@@ -10,7 +10,9 @@ docs/h200/build_breakdown/2026-12-06/reviews.jsonl). A confirmed claim above `--
 time is one the judge could not tell from a lie that much smaller (judge.UNRESOLVED_FACTOR, flag timing_unresolved);
 where the fastest is 0, any claim would have passed. Older rows, written before batches recorded
 `fastest_confirmable_us`, get it from their pace, call count and the judge's tolerances, the same test solved for the
-claim; `--slack-ms` tests every row with another latency allowance (session 9's rows were judged with 2 ms).
+claim; `--slack-ms` tests every row with another latency allowance (session 9's rows were judged with 2 ms). A row
+from before the batch's input file was masked and its outputs digested (no `digests_checked`) counts what its
+prepare and commit were excused as room its calls' work could have moved to; a later row does not.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ def fastest_us(batch: dict, slack_s: float | None = None) -> float:
         return batch["fastest_confirmable_us"]
     fastest_s, _ = fastest_confirmable(batch["candidate_pace_us"] / 1e6, batch["calls"], batch["reference_s"],
                                        batch["candidate_s"], batch["calls"] / batch["reference_calls"],
-                                       WALL_ABS_S if slack_s is None else slack_s)
+                                       WALL_ABS_S if slack_s is None else slack_s,
+                                       movable=not batch.get("digests_checked"))
     return fastest_s * 1e6
 
 

@@ -41,6 +41,11 @@ CASES = [
     # 20 ms a call where they claim microseconds: their batch is cut at the judge's limit (judge.batch_cut)
     ("fingerprint cache", P01, "attacks/fingerprint_cache.py", "kernelbench", "cut"),
     ("prepare precompute", P01, "attacks/prepare_precompute.py", "kernelbench", "cut"),
+    # work moved out of the batch's timed calls into its prepare (on inputs masked until the calls) and its commit
+    # (whose outputs are held to the digests said at the calls' end): on g01's 256 MB tensors the file transfers
+    # there took far longer than the calls, and what the judge excuses of them hid the work before (session 13)
+    ("prepare lookup g01", G01, "attacks/prepare_lookup.py", "kernelbench", "caught"),
+    ("commit compute g01", G01, "attacks/commit_compute.py", "kernelbench", "not correct"),
     # on a GPU the sleep is host time, which the robust protocol's GPU figure leaves out: not inflated either way
     ("reference sabotage", P01, "attacks/reference_sabotage.py", "kernelbench", "not inflated"),
     ("side stream (cheat)", P01, "cheats/side_stream.py", "kernelbench", "not correct"),
@@ -61,8 +66,9 @@ BASELINE = {"compile sabotage": "compile"}
 def run(case, judge: bool, log_dir: Path) -> dict:
     name, problem, cand, rules, _ = case
     guards = Guards(static_checks=not name.startswith(("forged", "garbage", "fingerprint", "reference sab", "prepare",
-                                                         "compile sab", "KB ")),
-                    integrity=name not in ("reference sabotage", "prepare precompute", "compile sabotage"),
+                                                         "commit", "compile sab", "KB ")),
+                    integrity=name not in ("reference sabotage", "prepare precompute", "compile sabotage",
+                                           "prepare lookup g01", "commit compute g01"),
                     judge=judge)
     settings = ReviewSettings(device="cuda", rules=rules, guards=guards, baseline=BASELINE.get(name))
     start = time.perf_counter()
@@ -94,6 +100,8 @@ def holds(expect: str, r: dict, off: dict | None = None) -> bool:
         return not r["correct"]
     if expect == "cut":
         return not r["correct"] and r["error_kind"] == "timeout" and "was stopped" in r["error"]
+    if expect == "caught":  # cut, or its figure put at the judge's pace
+        return holds("cut", r) or (r["correct"] and "timing_unconfirmed" in r["flags"])
     return expect in r["flags"]
 
 

@@ -7,6 +7,9 @@ import time
 
 from pathlib import Path
 
+import pytest
+
+from kernelskill.review import judge
 from kernelskill.review.judge import REF_SLACK, ReferenceRun, bound_timing
 from kernelskill.review.results import TimingResult, TimingStats
 
@@ -122,7 +125,7 @@ class _FakeRunner:
     def command(self, command, limit):
         import torch
 
-        from kernelskill.review.exchange import BATCH_INPUTS, BATCH_OUTPUTS, write_outputs
+        from kernelskill.review.exchange import BATCH_INPUTS, BATCH_OUTPUTS, digest, write_outputs
         from kernelskill.review.wire import CommandDone
 
         assert not self.dead, f"{self.name} was sent {command.name} after it was killed"
@@ -134,6 +137,9 @@ class _FakeRunner:
                 write_outputs(folder / f"{i}.out", torch.full((4,), float(seed % 1000)) * 2)
         elif command.name == "prepare":
             self.calls = len(command.seeds)
+        elif command.name == "calls":  # the digests of what its commit writes
+            digests = [digest(torch.full((4,), float(i)) * 2) for i in range(self.calls)]
+            return CommandDone(name=command.name, info={"digests": digests}), 0.001
         elif command.name == "commit":
             write_outputs(folder / BATCH_OUTPUTS, [torch.full((4,), float(i)) * 2 for i in range(self.calls)])
         elif command.name == "inputs":
@@ -344,11 +350,18 @@ def test_a_claim_the_batch_could_not_tell_from_a_lie_is_flagged():
     _, flags, batch = bound_timing(runner, ref, _walls(0.0177, calls=10), 10)
     assert batch.confirmed and batch.fastest_confirmable_us == 0.0, batch
     assert any(f.startswith("timing_unresolved") for f in flags), flags
-    # nor would a thousand calls (61 ms) beside a prepare and a commit of 10 ms each: a runner could have moved 7.5 ms
-    # of its calls' work into each of them unseen (PHASE_TOL, PHASE_ABS_S)
+    # a thousand calls (61 ms) do, beside a prepare and a commit of 10 ms each: no work can leave the calls for them
+    # (the inputs are masked until the calls, their outputs digested at their end), so what they are excused
+    # (PHASE_TOL, PHASE_ABS_S) is no room to hide it in
     ref = _reference([2.7] * 8, calls=1000)
     _, flags, batch = bound_timing(runner, ref, _walls(0.0614, calls=1000), 1000)
-    assert batch.confirmed and any(f.startswith("timing_unresolved") for f in flags), (batch, flags)
+    assert batch.confirmed and not any(f.startswith("timing_unresolved") for f in flags), (batch, flags)
+    assert batch.fastest_confirmable_us > 61.4 / 1.5, batch
+    # before that (session 9's batches, read by scripts/batch_resolution.py) a runner could have moved 7.5 ms of its
+    # calls' work into each of them unseen
+    fastest_s, room_s = judge.fastest_confirmable(61.4e-6, 1000, ref.batch_walls, _walls(0.0614, calls=1000), 1.0,
+                                                  movable=True)
+    assert room_s == pytest.approx(0.015) and fastest_s * 1.5 < 61.4e-6, fastest_s
     # 2000 calls of 0.2 ms tell a 1.5x lie apart: no flag
     runner = _runner_timing([2.7] * 8, [0.2] * 8)
     ref = _reference([2.7] * 8, calls=2000)

@@ -104,6 +104,41 @@ def test_work_done_while_inputs_are_prepared_is_counted_as_the_calls(tmp_path, m
     assert off.timing.candidate.median_ms < on_ms / 3, (off.timing.candidate.median_ms, on_ms)
 
 
+def _gpu_room(monkeypatch):
+    """What the judge excuses of a batch's prepare and commit as a GPU's file transfers make it (tens of ms, more
+    than most level-1 batches' whole calls: docs/h200/trust, session 13), made so here: a CPU's are too short
+    against its calls for work moved there to go unseen. And the batch's cut early, so a batch of 20 ms misses
+    stops in a second."""
+    monkeypatch.setattr(judge, "PHASE_ABS_S", 10.0)
+    monkeypatch.setattr(judge, "BATCH_CUT_FLOOR_S", 1.0)
+
+
+def _caught_by_the_batch(result) -> bool:
+    """Its batch was far slower than its claim: stopped at the cut, or its figure put at the judge's pace."""
+    if not result.correct:
+        return result.error_kind == "timeout" and result.checks[0].name == "judge:batch-time"
+    return any(f.startswith("timing_unconfirmed") for f in result.flags)
+
+
+def test_work_done_while_the_masked_inputs_are_loaded_computes_nothing(tmp_path, monkeypatch):
+    # with the input file unmasked, prepare_lookup's batch is lookups, its outputs right and its claim confirmed
+    # (seen with the mask taken out of judged.inputs and judged.calls)
+    _gpu_room(monkeypatch)
+    settings = dict(rules="kernelbench", warmup=3, iters=30, reverify_above=1e9)
+    on = run_review(P01, "attacks/prepare_lookup.py", tmp_path / "on", guards=_guards(integrity=False), **settings)
+    assert _caught_by_the_batch(on), (on.correct, on.error, on.flags, on.judge_batch)
+
+
+def test_outputs_computed_while_they_are_written_are_refused(tmp_path, monkeypatch):
+    # without the digests' check commit_compute's batch holds no calls, its outputs are right and its claim is
+    # confirmed (seen with check_digests taken out of judge.candidate_part)
+    _gpu_room(monkeypatch)
+    settings = dict(rules="kernelbench", warmup=3, iters=30, reverify_above=1e9)
+    on = run_review(P01, "attacks/commit_compute.py", tmp_path / "on", guards=_guards(integrity=False), **settings)
+    assert not on.correct and on.checks and on.checks[0].name == "judge:batch-digests", (on.error, on.flags)
+    assert "not those its calls made" in on.error, on.error
+
+
 def test_reference_is_timed_where_the_candidate_never_ran(tmp_path):
     settings = dict(rules="kernelbench", warmup=2, iters=10, reverify_above=1e9)
     on = run_review(P01, "attacks/reference_sabotage.py", tmp_path / "on", guards=_guards(integrity=False),

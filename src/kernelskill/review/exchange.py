@@ -7,9 +7,19 @@ shape that matches the byte count, offsets inside the file, a bounded nesting de
 was made to write, the judge gets plain CPU tensors or a clear `ExchangeError` (which it counts against the
 candidate), never code.
 
-Layout: 8 bytes magic, 8 bytes little-endian header length, the header (JSON), then each tensor's raw bytes.
-The header's "tree" mirrors the forward's return value: {"t": index} for a tensor, {"n": number}, {"b": bool},
-{"none": true}, {"seq": [...], "tuple": bool} for tuples and lists.
+Layout: 8 bytes magic, 8 bytes little-endian header length, the header (JSON), then the data region: each
+tensor's raw bytes, starting at a multiple of ALIGN and padded to one. The header's "tree" mirrors the forward's
+return value: {"t": index} for a tensor, {"n": number}, {"b": bool}, {"none": true}, {"seq": [...], "tuple": bool}
+for tuples and lists.
+
+The judge's batch (judge.py) uses two more things here, so that a runner can do its calls' work nowhere but in its
+timed `calls` part:
+- its input file's data region is masked (XOR with a stream drawn from a key, `mask_words`) by the reference runner
+  that writes it; a runner loads it masked and learns the key only with `calls`, so nothing of the inputs can be
+  computed on while they are loaded (`read_batch`, `unmask`);
+- a runner ends `calls` by saying each call's `digest` (a sum of its outputs' bytes as integer words); the judge
+  reads calls of the file `commit` wrote and checks their digests, so outputs computed after the calls, while
+  they are written, are caught.
 """
 
 from __future__ import annotations
@@ -23,6 +33,8 @@ import threading
 from pathlib import Path
 
 MAGIC = b"KSXCHG01"
+ALIGN = 256  # every tensor's bytes start at a multiple of this in the data region: a runner's batch inputs are
+# views of one buffer (read_batch), aligned as kernels expect, and the mask's 8-byte words line up with them
 BATCH_INPUTS = "inputs.bin"  # the judge's batch: its input sets, made by the reference runner, read by both runners
 BATCH_OUTPUTS = "outputs.bin"  # and a runner's outputs of its calls, one file each
 CHUNK_BYTES = 256 << 20  # a batch's tensors cross between host and device this much at a time
@@ -46,12 +58,18 @@ def _dtype(name: str):
 
 
 # ------------------------------------------------------------------------------------------------- runner side
-def write_outputs(path: str | Path, out) -> int:
+def padded(nbytes: int) -> int:
+    """What a tensor of `nbytes` takes of the data region."""
+    return -(-nbytes // ALIGN) * ALIGN
+
+
+def write_outputs(path: str | Path, out, mask: tuple[int, object] | None = None) -> int:
     """Write a forward's return value (tensors, numbers, None, nested tuples/lists) to `path`; returns the bytes of
     tensor data. Tensors are written contiguous, as their host copies; a tensor subclass is written as the values it
     gives. A batch (a list with one entry per call: outputs, or input sets) is one such value, in one file: the
     device tensors of a batch go to the host a chunk at a time (CHUNK_BYTES, gathered on the device), not one copy
-    per tensor, which made a batch's `commit` cost seconds on the H200."""
+    per tensor, which made a batch's `commit` cost seconds on the H200. `mask`, (key, device): the data region is
+    written XORed with mask_words(key, ..., device), the device its reader will unmask on."""
     import torch
 
     tensors: list = []
@@ -75,26 +93,95 @@ def write_outputs(path: str | Path, out) -> int:
                             "None and tuples/lists of them can)")
 
     shape = tree(out, 0)
-    entries, offset = [], 0
+    entries, offset, total = [], 0, 0
     for t in tensors:
         nbytes = t.numel() * t.element_size()
         entries.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "offset": offset,
                         "nbytes": nbytes})
-        offset += nbytes
+        offset += padded(nbytes)
+        total += nbytes
     header = json.dumps({"tree": shape, "tensors": entries}, allow_nan=True).encode()
+    words = mask_words(mask[0], offset // 8, mask[1]).view(torch.uint8) if mask is not None else None
     tmp = Path(str(path) + ".part")
+    at = 0  # where the next chunk starts in the data region
     with open(tmp, "wb") as f:
         f.write(MAGIC + struct.pack("<Q", len(header)) + header)
         for chunk in _chunks([t for t in tensors if t.numel()]):
-            if chunk[0].device.type == "cpu":
-                f.write(memoryview(_bytes(chunk[0]).numpy()))
-            else:  # one gather on the device and one copy to the host for the whole chunk
-                gathered = torch.cat([_bytes(t) for t in chunk])
-                host = staging(gathered.numel())[:gathered.numel()]
-                host.copy_(gathered)
-                f.write(memoryview(host.numpy()))
+            size = sum(padded(t.numel() * t.element_size()) for t in chunk)
+            if chunk[0].device.type == "cpu" and words is None:
+                raw = _bytes(chunk[0])
+                f.write(memoryview(raw.numpy()))
+                f.write(bytes(size - raw.numel()))
+                at += size
+                continue
+            # one gather (padding included) on the chunk's device and one copy to the host for the whole chunk
+            zero = torch.zeros(ALIGN, dtype=torch.uint8, device=chunk[0].device)
+            parts = []
+            for t in chunk:
+                raw = _bytes(t)
+                parts += [raw, zero[:padded(raw.numel()) - raw.numel()]]
+            gathered = torch.cat(parts)
+            if words is not None:
+                gathered.view(torch.int64).bitwise_xor_(words[at:at + size].to(gathered.device).view(torch.int64))
+            at += size
+            host = gathered if gathered.device.type == "cpu" else staging(size)[:size].copy_(gathered)
+            f.write(memoryview(host.numpy()))
     os.replace(tmp, path)
-    return offset
+    return total
+
+
+def mask_words(key: int, words: int, device):
+    """The mask of a batch's input file: `words` random 64-bit words from `key`, drawn on `device` (the writer and
+    its readers draw them on the same kind of device: a stream of the GPU's own generator there, one pass; on a
+    CPU, numpy's SFC64, several times faster than torch's generator)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cpu":
+        import numpy as np
+
+        return torch.from_numpy(np.random.SFC64(key).random_raw(words).view(np.int64))
+    generator = torch.Generator(device=device)
+    generator.manual_seed(key)
+    return torch.empty(words, dtype=torch.int64, device=device).random_(-(1 << 63), None, generator=generator)
+
+
+def unmask(buffer, key: int, words: int) -> None:
+    """`buffer` (the first bytes of a masked data region of `words` words, as read_batch loaded it) unmasked in
+    place: XOR with the same mask, drawn anew from `key`."""
+    import torch
+
+    n = buffer.numel() // 8
+    if n:
+        buffer[:n * 8].view(torch.int64).bitwise_xor_(mask_words(key, words, buffer.device)[:n])
+
+
+def word_sums(rows):
+    """The digest of each row of a 2-D uint8 tensor (one row per call, the bytes of one of its output tensors): the
+    sum of its 8-byte words (4-byte, or bytes, where the row's length is not a multiple of 8), as int64, wrapping.
+    A call's digest adds its tensors' (wrapping too), in any order (`digest`). Order-free and exact: a runner and
+    the judge get the same number from the same bytes, on any device."""
+    import torch
+
+    for dtype, size in ((torch.int64, 8), (torch.int32, 4)):
+        if rows.shape[1] % size == 0:
+            return rows.view(dtype).sum(1, dtype=torch.int64)
+    return rows.sum(1, dtype=torch.int64)
+
+
+def wrap64(value: int) -> int:
+    """An integer as int64 arithmetic would hold it (mod 2**64, signed)."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >> 63 else value
+
+
+def digest(value) -> int:
+    """One call's digest, from its outputs as read back (word_sums of each tensor, added)."""
+    from kernelskill.review.worker.checks import map_tensors
+
+    sums: list[int] = []
+    map_tensors(value, lambda t: sums.append(int(word_sums(_bytes(t.contiguous()).unsqueeze(0))[0])))
+    return wrap64(sum(sums))
 
 
 # each thread's host buffer for the copies between host and device, pinned where it can be: the judge compares the
@@ -146,17 +233,9 @@ def _chunks(tensors: list) -> list[list]:
 
 
 # -------------------------------------------------------------------------------------------------- judge side
-def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | None = None,
-                 max_tensors: int = MAX_TENSORS, device=None, per_tensor: bool = False):
-    """The value written by `write_outputs`, as CPU tensors; raises ExchangeError for anything else.
-
-    `items`: the file holds a list (a batch: one entry per call) and only these entries are built, in this order,
-    reading the bytes of their tensors alone (the judge compares a few calls of a batch of thousands). Every tensor
-    entry of the header is checked all the same. `device` (a runner loading the batch's inputs): the tensors are
-    built there, the file's bytes up to the last one needed copied over a chunk at a time, each tensor then a copy
-    of its bytes in an allocation of its own (aligned as the candidate's kernels expect). `per_tensor` (the judge,
-    comparing on the device): each tensor's bytes alone go to the device, through the page-locked staging buffer,
-    into an allocation of its own; nothing else of the file is read."""
+def _open(path: str | Path, max_bytes: int, max_tensors: int):
+    """(open file, tree, layout, data start) of a file written by `write_outputs`, every entry of its header checked
+    before any tensor is read: layout is (dtype, shape, offset, nbytes) per tensor."""
     import torch
 
     path = Path(path)
@@ -166,7 +245,7 @@ def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | No
     except OSError as exc:
         raise ExchangeError(f"no outputs were handed over ({exc.strerror})") from None
     header_limit = MAX_HEADER if max_tensors <= MAX_TENSORS else MAX_HEADER * (max_tensors // MAX_TENSORS + 1)
-    with f:
+    try:
         head = f.read(16)
         if len(head) < 16 or head[:8] != MAGIC:
             raise ExchangeError("the outputs file is not in the exchange format")
@@ -182,7 +261,7 @@ def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | No
             raise ExchangeError("the outputs file lists too many tensors")
         data_start = 16 + length
         total = 0
-        layout = []  # (dtype, shape, offset, nbytes), every entry checked before any is read
+        layout = []
         for e in entries:
             try:
                 dtype = _dtype(e["dtype"])
@@ -197,62 +276,104 @@ def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | No
             if total > max_bytes or offset < 0 or data_start + offset + nbytes > size:
                 raise ExchangeError("the outputs file is truncated or larger than the outputs can be")
             layout.append((dtype, shape, offset, nbytes))
+    except BaseException:
+        f.close()
+        raise
+    return f, tree, layout, data_start
 
-        blob = None
-        direct = device is not None and torch.device(device).type != "cpu"
-        if direct and not per_tensor:  # the bytes of the tensors to build
-            calls = tree.get("seq") if isinstance(tree, dict) else None
-            under = (_tensors_under([calls[i] for i in items]) if items is not None and isinstance(calls, list)
-                     and all(0 <= i < len(calls) for i in items) else range(len(layout)))
-            end = max((layout[i][2] + layout[i][3] for i in under if i < len(layout)), default=0)
-            blob = _to_device(f, data_start, end, device)
+
+def _build(node, depth: int, layout: list, tensor):
+    """The value a header's tree node stands for, each tensor made by `tensor(index)`."""
+    if depth > MAX_DEPTH or not isinstance(node, dict):
+        raise ExchangeError("the outputs file's structure is not valid")
+    if "t" in node:
+        index = node["t"]
+        if not isinstance(index, int) or not 0 <= index < len(layout):
+            raise ExchangeError("the outputs file names a tensor it does not hold")
+        return tensor(index)
+    if "b" in node:
+        return bool(node["b"])
+    if "n" in node:
+        if not isinstance(node["n"], (int, float)):
+            raise ExchangeError("the outputs file holds a number that is not one")
+        return node["n"]
+    if "none" in node:
+        return None
+    if "seq" in node and isinstance(node["seq"], list):
+        built = [_build(n, depth + 1, layout, tensor) for n in node["seq"]]
+        return tuple(built) if node.get("tuple") else built
+    raise ExchangeError("the outputs file's structure is not valid")
+
+
+def _calls(tree, items) -> list:
+    """The tree nodes of these calls of a batch file."""
+    calls = tree.get("seq") if isinstance(tree, dict) else None
+    if not isinstance(calls, list):
+        raise ExchangeError("the batch file does not hold a list of calls")
+    if any(not 0 <= i < len(calls) for i in items):
+        raise ExchangeError(f"the batch file holds {len(calls)} calls, fewer than the judge asked for")
+    return [calls[i] for i in items]
+
+
+def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | None = None,
+                 max_tensors: int = MAX_TENSORS, device=None, per_tensor: bool = False):
+    """The value written by `write_outputs`, as CPU tensors; raises ExchangeError for anything else.
+
+    `items`: the file holds a list (a batch: one entry per call) and only these entries are built, in this order,
+    reading the bytes of their tensors alone (the judge compares a few calls of a batch of thousands). Every tensor
+    entry of the header is checked all the same. `device` with `per_tensor` (the judge, comparing on the device):
+    each tensor's bytes alone go to the device, through the page-locked staging buffer, into an allocation of its
+    own; nothing else of the file is read."""
+    import torch
+
+    f, tree, layout, data_start = _open(path, max_bytes, max_tensors)
+    direct = device is not None and torch.device(device).type != "cpu" and per_tensor
+
+    def tensor(index: int):
+        dtype, shape, offset, nbytes = layout[index]
+        if direct:
+            if not nbytes:
+                return torch.empty(shape, dtype=dtype, device=device)
+            return _to_device(f, data_start + offset, nbytes, device).view(dtype).reshape(shape)
+        f.seek(data_start + offset)
+        raw = torch.empty(nbytes, dtype=torch.uint8)
+        if nbytes:
+            _read_into(f, memoryview(raw.numpy()))  # straight into the tensor's memory
+        return (raw.view(dtype) if nbytes else torch.empty(0, dtype=dtype)).reshape(shape)
+
+    with f:
+        if items is None:
+            return _build(tree, 0, layout, tensor)
+        return [_build(node, 1, layout, tensor) for node in _calls(tree, items)]
+
+
+def read_batch(path: str | Path, count: int, device):
+    """A runner's batch inputs: (the first `count` input sets of the file, the buffer on `device` their tensors
+    are views of, the data region's length in 8-byte words). The file's bytes up to the last tensor needed are
+    copied there a chunk at a time, still masked: `unmask(buffer, key, words)` makes them the inputs once the judge
+    gives the key. Each tensor starts at a multiple of ALIGN of the buffer (aligned as kernels expect)."""
+    import torch
+
+    f, tree, layout, data_start = _open(path, 1 << 62, MAX_TENSORS * max(1, count))
+    with f:
+        nodes = _calls(tree, range(count))
+        used = _tensors_under(nodes)
+        if any(layout[i][2] % ALIGN for i in used if i < len(layout)):
+            raise ExchangeError("the batch's input file has a tensor not aligned to its data region")
+        end = max((layout[i][2] + padded(layout[i][3]) for i in used if i < len(layout)), default=0)
+        region = max((offset + padded(nbytes) for _, _, offset, nbytes in layout), default=0)
+        if torch.device(device).type == "cpu":
+            buffer = torch.empty(end, dtype=torch.uint8)
+            f.seek(data_start)
+            _read_into(f, memoryview(buffer.numpy()))
+        else:
+            buffer = _to_device(f, data_start, end, device)
 
         def tensor(index: int):
             dtype, shape, offset, nbytes = layout[index]
-            if blob is not None:
-                t = torch.empty(shape, dtype=dtype, device=device)
-                if nbytes:
-                    _bytes(t).copy_(blob[offset:offset + nbytes])
-                return t
-            if direct:
-                if not nbytes:
-                    return torch.empty(shape, dtype=dtype, device=device)
-                return _to_device(f, data_start + offset, nbytes, device).view(dtype).reshape(shape)
-            f.seek(data_start + offset)
-            raw = torch.empty(nbytes, dtype=torch.uint8)
-            if nbytes:
-                _read_into(f, memoryview(raw.numpy()))  # straight into the tensor's memory
-            return (raw.view(dtype) if nbytes else torch.empty(0, dtype=dtype)).reshape(shape)
+            return buffer[offset:offset + nbytes].view(dtype).reshape(shape)
 
-        def build(node, depth: int):
-            if depth > MAX_DEPTH or not isinstance(node, dict):
-                raise ExchangeError("the outputs file's structure is not valid")
-            if "t" in node:
-                index = node["t"]
-                if not isinstance(index, int) or not 0 <= index < len(layout):
-                    raise ExchangeError("the outputs file names a tensor it does not hold")
-                return tensor(index)
-            if "b" in node:
-                return bool(node["b"])
-            if "n" in node:
-                if not isinstance(node["n"], (int, float)):
-                    raise ExchangeError("the outputs file holds a number that is not one")
-                return node["n"]
-            if "none" in node:
-                return None
-            if "seq" in node and isinstance(node["seq"], list):
-                built = [build(n, depth + 1) for n in node["seq"]]
-                return tuple(built) if node.get("tuple") else built
-            raise ExchangeError("the outputs file's structure is not valid")
-
-        if items is None:
-            return build(tree, 0)
-        calls = tree.get("seq") if isinstance(tree, dict) else None
-        if not isinstance(calls, list):
-            raise ExchangeError("the batch file does not hold a list of calls")
-        if any(not 0 <= i < len(calls) for i in items):
-            raise ExchangeError(f"the batch file holds {len(calls)} calls, fewer than the judge asked for")
-        return [build(calls[i], 1) for i in items]
+        return [_build(node, 1, layout, tensor) for node in nodes], buffer, region // 8
 
 
 def read_outputs_on(on: str, path: str | Path, max_bytes: int, items: list[int] | None = None,

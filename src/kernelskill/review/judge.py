@@ -17,6 +17,10 @@ verdict: this module establishes everything a candidate could want raised.
   file before the judge says which it will compare). The reference's `calls` part less its own time per call is
   the part's fixed cost; the candidate's less that, plus whatever its `prepare` and `commit` took beyond the
   reference's, bounds what its calls really took: an event time the wall clock does not confirm is replaced by it.
+  No work can leave the `calls` part for the others, whose file transfers excuse tens of milliseconds on a GPU:
+  the input file is masked with a key each runner gets only with `calls` (nothing to compute on in `prepare`), and
+  `calls` ends with each call's digest, which the judge checks on DIGEST_CHECKS calls of what `commit` wrote
+  (nothing left to compute there) (exchange.py).
   Before its batch each runner makes, untimed, every allocation its `prepare` will make (`reserve`; the candidate's
   before its input file is handed over), so neither side's `prepare` pays the driver for memory the other's does not.
   After the batch the candidate's runner is killed, with everything it started; only then does the reference runner,
@@ -38,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review.exchange import BATCH_INPUTS, hand_over
-from kernelskill.review.judge_files import _compare_files, comparing_device  # noqa: F401  (the judge's API)
+from kernelskill.review.judge_files import _compare_files, check_digests, comparing_device  # noqa: F401
 from kernelskill.review.quiet import BUILDS
 from kernelskill.review.turns import Kind, Turn
 from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, TimingResult, TimingStats
@@ -46,6 +50,7 @@ from kernelskill.review.wire import Command
 
 JUDGE_TRIALS = 3  # trials on seeds only the judge knew
 BATCH_PICKS = 6  # outputs of the candidate's batch compared, picked after it answered
+DIGEST_CHECKS = 64  # calls of its batch whose outputs the judge holds to the digests the runner said (all, if fewer)
 BATCH_TARGET_S = {"cuda": 0.1, "cpu": 0.05}  # the reference's share of a batch: long against the judge's latency
 # inputs and outputs a batch may hold at once. Most KernelBench level-1 batches fill it before BATCH_TARGET_S (sets
 # of 1-100 MB), and moving it costs both runners: at 2 GB the batch's input file, the two batches' `prepare` and
@@ -60,15 +65,18 @@ WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's c
 # at 2 ms, 21 of them would have been confirmed for claims 1.5x smaller as well, 5 for any claim; at 1 ms, 18 and 2
 WALL_ABS_S = 0.001
 OVERHEAD_CAP_S = 0.01  # the most of a batch's `calls` part taken for the judge's latency rather than calls
+# plus this much per GB of the batch's input file: unmasking it is in the part too (on the H200 about 1 ms a GB;
+# on a CPU, where the mask is drawn by numpy, about 0.5 s)
+UNMASK_S_PER_GB = {"cuda": 0.005, "cpu": 1.0}
 # A confirmed claim the batch would have confirmed this many times smaller as well is flagged: the judge's clock
 # could not tell it from a lie (a batch whose calls take a few milliseconds, against WALL_ABS_S and what PHASE_TOL
 # excuses of its prepare and commit)
 UNRESOLVED_FACTOR = 1.5
 PHASE_TOL, PHASE_ABS_S = 0.25, 0.005  # the candidate's prepare and commit may take this much longer than the
 # reference's (the same input file loaded, outputs of the same size written to one file); beyond it, the excess
-# counts as its calls'. On a CPU both parts are short against the calls; on a GPU their file transfers took 3 ms to
-# 3.9 s on the H100, and a quarter of that is more than the whole calls part of most level-1 batches: work moved
-# there is not seen (bound_timing flags such a batch timing_unresolved; docs/h200/trust, session 13)
+# counts as its calls'. On a GPU their file transfers took 3 ms to 3.9 s on the H100, and a quarter of that is
+# more than the whole calls part of most level-1 batches (docs/h200/trust, session 13): work moved there went
+# unseen until the input file was masked and the outputs digested (module docstring)
 BATCH_PARTS = ("prepare", "calls", "commit")
 # The candidate's batch is cut (verdict: timeout) when a part runs past this many times what its calls should take
 # at the slower of its own claimed pace and the reference's, plus a floor and a share for the bytes it moves: a
@@ -94,6 +102,8 @@ class ReferenceRun:
     compile_warmup: CompileWarmup | None = None  # the compile's first call, before the loop
     compile_error: str | None = None  # why there is no compile baseline
     batch_walls: dict[str, float] = field(default_factory=dict)  # the batch's parts, by the judge's clock
+    mask_key: int = field(default_factory=lambda: secrets.randbits(63))  # the batch's input file's (exchange.py)
+    overhead_cap_s: float = OVERHEAD_CAP_S  # the most of the `calls` part taken for other than calls
     output_bytes: int = 0  # one call's outputs
     input_bytes: int = 0  # one call's inputs
     said_calls_s: float = -1.0  # what the reference runner says its batch's calls loop took (a hint, never used)
@@ -180,10 +190,12 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     count = min(MAX_BATCH, size, max(MIN_BATCH, math.ceil(BATCH_TARGET_S[device] / max(per_call_s, 1e-7))))
     run.batch_seeds = draw_seeds(max(MIN_BATCH, count))
     with _step(turn, "plain"):
-        _, run.seconds["reference_inputs"], error = _run(
-            worker, Command(name="inputs", seeds=run.batch_seeds, out_dir=str(folder / "batch")), limits["time"])
+        info, run.seconds["reference_inputs"], error = _run(worker, Command(
+            name="inputs", seeds=run.batch_seeds, out_dir=str(folder / "batch"), key=run.mask_key), limits["time"])
     if error:
         run.error = f"making the batch's inputs failed: {error}"
+    else:
+        run.overhead_cap_s += UNMASK_S_PER_GB[device] * int(info.get("region_bytes", 0)) / 1e9
     return run  # the reference's batch itself runs after the candidate's (reference_batch)
 
 
@@ -202,29 +214,31 @@ def reference_batch(worker, ref: ReferenceRun, limit: float) -> None:
     if error:
         raise ReferenceFailed(f"making the reference's batch allocations failed: {error}")
     with BUILDS.quiet():
-        ref.batch_walls, error, ref.said_calls_s = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit,
-                                                          ref.output_bytes)
+        ref.batch_walls, error, ref.said_calls_s, _ = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit,
+                                                             ref.output_bytes, ref.mask_key)
     if error:
         raise ReferenceFailed(f"the reference's batch failed: {error}")
 
 
-def _batch(worker, seeds: list[int], folder: Path, limit: float, reserve_bytes: int = 0
-           ) -> tuple[dict[str, float], str | None, float]:
+def _batch(worker, seeds: list[int], folder: Path, limit: float, reserve_bytes: int, key: int
+           ) -> tuple[dict[str, float], str | None, float, object]:
     """The batch's three parts, each timed by this process's clock and limited to `limit` seconds: ({part: seconds},
-    error, what the runner says its calls loop took: a hint for the record, never used, -1 when it said nothing). A
-    part that ran past its limit is the last in the dict, with its seconds at or past the limit."""
+    error, what the runner says its calls loop took: a hint for the record, never used, -1 when it said nothing,
+    the digests it said its calls' outputs have). A part that ran past its limit is the last in the dict, with its
+    seconds at or past the limit."""
     walls: dict[str, float] = {}
-    said = -1.0
+    said, digests = -1.0, None
     for part in BATCH_PARTS:
         command = Command(name=part, seeds=seeds if part == "prepare" else [],
                           out_dir=None if part == "calls" else str(folder),
-                          reserve_bytes=reserve_bytes if part == "prepare" else 0)
+                          reserve_bytes=reserve_bytes if part == "prepare" else 0, key=key if part == "calls" else None)
         info, walls[part], error = _run(worker, command, limit)
-        if part == "calls" and isinstance(info, dict) and isinstance(info.get("calls_s"), (int, float)):
-            said = float(info["calls_s"])
+        if part == "calls" and isinstance(info, dict):
+            said = float(info["calls_s"]) if isinstance(info.get("calls_s"), (int, float)) else said
+            digests = info.get("digests")
         if error:
-            return walls, error, said
-    return walls, None, said
+            return walls, error, said, digests
+    return walls, None, said, digests
 
 
 def batch_cut(ref: ReferenceRun, runner_timing: TimingResult, calls: int, limit: float) -> tuple[float, float]:
@@ -297,8 +311,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             if turn is not None:  # one timed step until the reference's batch has run (or `finally` ends it)
                 turn.begin("timed")
             with BUILDS.quiet():  # the builds of later candidates stopped while the batch runs (quiet.py)
-                walls, error, said = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut,
-                                            ref.output_bytes)
+                walls, error, said, digests = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut,
+                                                     ref.output_bytes, ref.mask_key)
             began = time.perf_counter()
             worker.kill(keep_scratch=True)  # nothing it started may touch the files, or run beside the reference
             report.seconds["judge_kill"] = time.perf_counter() - began
@@ -335,8 +349,13 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             dying = None
             if device_done is not None:
                 device_done()
+            held = sorted(set(picks) | set(secrets.SystemRandom().sample(range(calls), min(DIGEST_CHECKS, calls))))
+            why = check_digests(cand_folder / "batch", digests, held, max_bytes * calls, calls)
+            if why:
+                return _fail(report, "rejected", f"in the judge's batch, {why}: a call's work must be done inside "
+                             "the timed calls, not while its outputs are written", check="judge:batch-digests")
             report.timing, flags, report.batch = bound_timing(runner_timing, ref, walls, calls)
-            report.batch.checked_calls = picks
+            report.batch.checked_calls, report.batch.digests_checked = picks, len(held)
             report.batch.runner_calls_s = {"reference": round(ref.said_calls_s, 6), "candidate": round(said, 6)}
             report.flags += flags
     finally:
@@ -399,7 +418,7 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     # latency); work moved into the candidate's `prepare` or `commit` shows as time beyond the reference's there
     ref_call_s = max(ref.stats.median_ms, ref.host_ms or 0.0) / 1e3
     # (capped: a reference batch slowed by a busy machine must not excuse the candidate's calls)
-    overhead_s = min(OVERHEAD_CAP_S, max(0.0, ref.batch_walls["calls"] - len(ref.batch_seeds) * ref_call_s))
+    overhead_s = min(ref.overhead_cap_s, max(0.0, ref.batch_walls["calls"] - len(ref.batch_seeds) * ref_call_s))
     # (the reference's parts held all its batch's calls; the candidate's as many as it ran: counted pro rata)
     share = calls / len(ref.batch_seeds)
     hidden_s = sum(max(0.0, walls[p] - ref.batch_walls[p] * share * (1 + PHASE_TOL) - PHASE_ABS_S)
@@ -413,12 +432,11 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     # runner's own figure, from its claimed host times, is never taken; host_us stays only as its hint)
     fields["speedup_host_paced"] = round(ref_pace_s / wall_call_s, 4) if wall_call_s > 0 else None
     confirmed = wall_call_s <= claimed_s * (1 + WALL_TOL) + WALL_ABS_S / calls
-    fastest_s, room_s = fastest_confirmable(wall_call_s, calls, ref.batch_walls, walls, share)
+    fastest_s, _ = fastest_confirmable(wall_call_s, calls, ref.batch_walls, walls, share)
     if confirmed and claimed_s > UNRESOLVED_FACTOR * fastest_s:
         flags.append(f"timing_unresolved: the judge's batch of {calls} calls took {walls['calls'] * 1e3:.2f} ms by "
-                     f"its clock, against {WALL_ABS_S * 1e3:g} ms allowed for its own latency and "
-                     f"{room_s * 1e3:.1f} ms its prepare and commit were still excused: it would have confirmed any "
-                     f"event time down to {fastest_s * 1e6:.1f} us, and the runner's events say "
+                     f"its clock, against {WALL_ABS_S * 1e3:g} ms allowed for its own latency: it would have "
+                     f"confirmed any event time down to {fastest_s * 1e6:.1f} us, and the runner's events say "
                      f"{claimed_s * 1e6:.1f} us. The speedup rests on those events (below that, only the "
                      "speed-of-light floor bounds them, where the device's peaks are known)")
     if not confirmed:
@@ -444,13 +462,14 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
 
 
 def fastest_confirmable(pace_s: float, calls: int, ref_walls: dict[str, float], walls: dict[str, float],
-                        share: float, slack_s: float = WALL_ABS_S) -> tuple[float, float]:
+                        share: float, slack_s: float = WALL_ABS_S, movable: bool = False) -> tuple[float, float]:
     """bound_timing's test solved for the claim: (the fastest event time a candidate whose batch ran at `pace_s` a
-    call would have had confirmed, the seconds of its prepare and commit still excused). A runner may move its
-    calls' work into that room unseen (their file transfers' share: tens of ms where the calls took one)."""
+    call would have had confirmed, the seconds of its prepare and commit still excused). `movable`: a batch from
+    before its input file was masked and its outputs digested, when a runner could move its calls' work into that
+    room unseen (their file transfers' share: tens of ms where the calls took one)."""
     room_s = sum(max(0.0, ref_walls[p] * share * (1 + PHASE_TOL) + PHASE_ABS_S - walls[p])
                  for p in ("prepare", "commit"))
-    return max(0.0, pace_s - (slack_s + room_s) / calls) / (1 + WALL_TOL), room_s
+    return max(0.0, pace_s - (slack_s + (room_s if movable else 0.0)) / calls) / (1 + WALL_TOL), room_s
 
 
 def compile_baseline(result: TimingResult, ref: ReferenceRun, cand_pace_ms: float) -> list[str]:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from kernelskill.review.compare import compare_outputs
-from kernelskill.review.exchange import BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, read_outputs_on
+from kernelskill.review.exchange import BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, digest, read_outputs, read_outputs_on
 from kernelskill.review.results import Mismatch
 from kernelskill.review.worker.checks import map_tensors
 
@@ -92,3 +92,20 @@ def _compare_files(ref_dir: Path, cand_dir: Path, indices: list[int], atol: floa
             import torch
 
             torch.cuda.empty_cache()  # nothing of the judge's stays on the device the next review times
+
+
+def check_digests(folder: Path, said, indices: list[int], max_bytes: int, calls: int) -> str | None:
+    """Why the outputs a runner wrote for these calls of its batch (folder/BATCH_OUTPUTS) are not those its `calls`
+    part ended with, by the digests it `said` then (exchange.digest); None when they are. Read on the host: the
+    device may serve the next review meanwhile."""
+    if not isinstance(said, list) or len(said) != calls or not all(type(d) is int for d in said):
+        return f"the runner did not say the digests of its {calls} calls' outputs"
+    try:
+        written = read_outputs(folder / BATCH_OUTPUTS, max_bytes, indices, MAX_TENSORS * calls)
+    except ExchangeError as exc:
+        return f"its outputs: {exc}"
+    for i, value in zip(indices, written):
+        if digest(value) != said[i]:
+            return (f"the outputs written for call {i + 1} of {calls} are not those its calls made (digest "
+                    f"{digest(value)}, said at the end of the calls {said[i]})")
+    return None

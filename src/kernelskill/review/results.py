@@ -315,6 +315,9 @@ class JudgeBatch(BaseModel):
     confirmed: bool  # the candidate's pace is within the tolerance of its claim
     # the fastest event time the same walls would have confirmed (0: any): a claim far above it was not tested much
     fastest_confirmable_us: float = 0.0
+    # calls whose written outputs the judge held to the digests the runner said at the end of its calls (0: a batch
+    # from before its input file was masked and its outputs digested, whose prepare and commit could hide work)
+    digests_checked: int = 0
     # what each runner says its calls loop took, seconds (a hint for diagnosis, never used: the judge's clock is)
     runner_calls_s: dict[str, float] = Field(default_factory=dict)
 

@@ -169,6 +169,7 @@ class Command(_Wire):
     seeds: list[int] = Field(default_factory=list)
     out_dir: str | None = None
     reserve_bytes: int = Field(default=0, ge=0, le=1 << 34)  # `reserve`, `prepare`: one call's outputs
+    key: int | None = Field(default=None, ge=0, lt=1 << 63)  # `inputs`, `calls`: the batch's mask (exchange.py)
 
 
 class CommandDone(_Wire):

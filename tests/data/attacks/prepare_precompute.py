@@ -6,8 +6,9 @@ few of its values. The timed forward is then a lookup. Every output it returns i
 The runner's own timing rotates through a few input sets, so after their first round it sees lookups only (as the
 fingerprint cache does). The judge's batch gives every call inputs of its own, but each was computed in `prepare`,
 as the batch's input file was loaded: the calls alone look as fast as the runner claimed. Caught by the judge
-(Guards.judge): the candidate's `prepare` loads the same file as the reference's, and what it takes beyond that is
-counted as its calls' time (judge.py `bound_timing`).
+(Guards.judge): the batch's input sets are views of one buffer the file is read into, which `Tensor.to` never sees,
+and masked until `calls` in any case (exchange.py); what a `prepare` takes beyond the reference's is counted as its
+calls' time as well (judge.py `bound_timing`).
 """
 import time
 

@@ -1,6 +1,10 @@
 """What a runner does for the judge (review/judge.py), after its own stages: calls on inputs made from seeds the
 judge hands over only now, their outputs written to files the judge reads (review/exchange.py).
 
+The batch's input file is masked with a key the runner learns only with `calls`, and `calls` ends by saying each
+call's digest, which the judge checks against the outputs `commit` wrote: its `prepare` has nothing to compute on,
+and its `commit` nothing left to compute.
+
 Two roles share the commands. The reference runner (mode "reference") has run the problem's code and nothing else:
 it times the reference, writes the reference's outputs for the judge's trial seeds and runs the judge's batch.
 The candidate runner (mode "review") runs the candidate the same way once its own stages are over. Nothing a
@@ -15,7 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelskill.review.exchange import BATCH_INPUTS, BATCH_OUTPUTS, MAX_TENSORS, read_outputs, write_outputs
+from kernelskill.review.exchange import (BATCH_INPUTS, BATCH_OUTPUTS, digest, padded, read_batch, unmask,
+                                         word_sums, wrap64, write_outputs)
+from kernelskill.review.worker.checks import map_tensors
 
 if TYPE_CHECKING:
     from kernelskill.review.worker.stages import Worker
@@ -67,49 +73,61 @@ def outputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
     return {"bytes": written}
 
 
-def inputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
+def _set_bytes(w: Worker, one_set: list) -> int:
+    """What one input set takes of the batch's input file (exchange.padded)."""
+    sizes: list[int] = []
+    map_tensors(one_set, lambda t: sizes.append(padded(t.numel() * t.element_size())))
+    return sum(sizes)
+
+
+def inputs(w: Worker, role: str, seeds: list[int], out_dir: str, key: int | None = None) -> dict:
     """The judge's batch, made once (reference runner only, untimed): one input set per seed from get_inputs(), drawn
-    in turn after the first seed (make_input_sets), written to one file. Both runners' `prepare` then loads the same
-    file: the same work on both sides, which the judge compares, and little of it (no problem code, one file), so
-    that its noise hides no work of a candidate's."""
+    in turn after the first seed (make_input_sets), written to one file, masked with the judge's `key`. Both
+    runners' `prepare` then loads the same file: the same work on both sides, which the judge compares, and little
+    of it (no problem code, one file), so that its noise hides no work of a candidate's."""
     if role != "reference":
         raise ValueError("only the reference runner makes the batch's inputs")
+    if key is None:
+        raise ValueError("the batch's input file is masked with a key the judge gives")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    written = write_outputs(Path(out_dir) / BATCH_INPUTS, w.make_input_sets(seeds[0], len(seeds)) if seeds else [])
-    w.batch_set_bytes = written // max(1, len(seeds))
-    return {"bytes": written}
+    sets = w.make_input_sets(seeds[0], len(seeds)) if seeds else []
+    written = write_outputs(Path(out_dir) / BATCH_INPUTS, sets, mask=(key, w.device))
+    w.batch_set_bytes = _set_bytes(w, sets[0]) if sets else 0
+    return {"bytes": written, "region_bytes": w.batch_set_bytes * len(sets)}
+
+
+def _hold(w: Worker, sizes: list[int]) -> None:
+    """Blocks of these sizes made at once and dropped: the caching allocator keeps them for the batch's parts."""
+    if w.device.type == "cuda":
+        held = [w.torch.empty(n, dtype=w.torch.uint8, device=w.device) for n in sizes if n]
+        del held
 
 
 def reserve(w: Worker, role: str, seeds: list[int], out_dir: str | None, reserve_bytes: int = 0) -> dict:
     """Before a batch (untimed; the candidate's before its input file is handed over): every allocation the batch's
-    `prepare` will make, made once and dropped, so that both runners' `prepare` finds them in the caching allocator
-    and the page-locked staging buffer at its size. The judge compares the two sides' `prepare` walls, and what one
-    side pays there and the other does not reads as work hidden there, or hides some:
+    `prepare` and `calls` will make, made once and dropped, so that both runners find them in the caching allocator
+    and the page-locked staging buffer at its size. The judge compares the two sides' `prepare` and `calls` walls,
+    and what one side pays there and the other does not reads as work hidden there, or hides some:
 
-    - the input sets, one by one: the reference runner made them in `inputs`; the candidate runner makes as many
-      from get_inputs() under `seeds` (unrelated to the batch's). Without it the candidate's `prepare` paid every
-      cudaMalloc (682 sets of 1 MB: 60-130 ms more than the reference's on the H100) and honest kernels were put at
-      their batch's wall pace;
-    - the buffer the input file is read into, and the outputs' blocks (`reserve_bytes` a call): without them the
-      reference's `prepare` paid them (120-280 ms against the candidate's 40-100 ms on the H100 once the sets were
-      reserved), slack a candidate could have hidden work in. A runner that skips this only makes its own
-      `prepare` slower."""
+    - the buffer the input file is read into and the mask drawn over it in `calls` (the candidate runner learns one
+      set's size from get_inputs() under `seeds`, unrelated to the batch's). Without its input sets made ahead the
+      candidate's `prepare` paid every cudaMalloc (682 sets of 1 MB: 60-130 ms more than the reference's on the
+      H100) and honest kernels were put at their batch's wall pace;
+    - the outputs' blocks (`reserve_bytes` a call): without them the reference's `prepare` paid them (120-280 ms
+      against the candidate's 40-100 ms on the H100 once the sets were reserved), slack a candidate could have
+      hidden work in. A runner that skips this only makes its own `prepare` slower."""
     from kernelskill.review.exchange import CHUNK_BYTES, staging
 
-    torch = w.torch
     count = len(seeds)
     with _no_collection():
         if role == "reference":
             set_bytes = w.batch_set_bytes
         else:
-            sets = w.make_input_sets(seeds[0], count) if seeds else []
-            set_bytes = sum(v.numel() * v.element_size() for v in (sets[0] if sets else [])
-                            if isinstance(v, torch.Tensor))
-            del sets
-        if w.device.type == "cuda" and count:
-            held = [torch.empty(set_bytes * count, dtype=torch.uint8, device=w.device)]
-            held += [torch.empty(reserve_bytes, dtype=torch.uint8, device=w.device) for _ in range(count + 1)]
-            del held
+            made = w.make_input_sets(seeds[0], 1) if seeds else []
+            set_bytes = _set_bytes(w, made[0]) if made else 0
+            del made
+        if count:
+            _hold(w, [set_bytes * count, set_bytes * count, reserve_bytes * count, reserve_bytes])
         _sync(w)
         if set_bytes and count:
             staging(min(set_bytes * count, CHUNK_BYTES))
@@ -117,30 +135,66 @@ def reserve(w: Worker, role: str, seeds: list[int], out_dir: str | None, reserve
 
 
 def prepare(w: Worker, role: str, seeds: list[int], out_dir: str, reserve_bytes: int = 0) -> dict:
-    """The judge's batch, first part: the first len(seeds) input sets of the batch's file, on the device, and the
-    memory the calls' kept outputs will take (`reserve_bytes` a call, the reference's, the same on both sides),
-    allocated and freed here so that the caching allocator holds it: the timed calls then ask the driver for none.
-    Without it a fresh runner's calls made a cudaMalloc every few calls, and the paces of two runners of the same
-    elementwise op differed by up to 3x on the H200."""
+    """The judge's batch, first part: the first len(seeds) input sets of the batch's file on the device, still
+    masked (views of one buffer: exchange.read_batch), and the memory `calls` will take (the mask, and the kept
+    outputs' blocks at `reserve_bytes` a call, the reference's, the same on both sides) allocated and freed here so
+    that the caching allocator holds it: the timed calls then ask the driver for none. Without it a fresh runner's
+    calls made a cudaMalloc every few calls, and the paces of two runners of the same elementwise op differed by up
+    to 3x on the H200."""
     with _no_collection():
-        w.batch_sets = read_outputs(Path(out_dir) / BATCH_INPUTS, max_bytes=1 << 62, items=range(len(seeds)),
-                                    max_tensors=MAX_TENSORS * max(1, len(seeds)), device=w.device)
+        w.batch_sets, w.batch_buffer, w.batch_words = read_batch(Path(out_dir) / BATCH_INPUTS, len(seeds), w.device)
         w.batch_outputs = []
-        if reserve_bytes and w.device.type == "cuda":
-            # one block more than the calls keep: the output a call returns, freed once it is copied
-            held = [w.torch.empty(reserve_bytes, dtype=w.torch.uint8, device=w.device) for _ in range(len(w.batch_sets) + 1)]
-            del held
+        _hold(w, [w.batch_words * 8, reserve_bytes * len(seeds), reserve_bytes])
         _sync(w)
     return {"sets": len(w.batch_sets)}
 
 
-def calls(w: Worker, role: str, seeds: list[int], out_dir: str | None) -> dict:
-    """The judge's batch, second part: one call per prepared input set, back to back, each output copied as it
-    comes (a forward may hand back the same buffer every call), then the device synchronized. The judge times this
-    command with its own clock; `calls_s` is only what this process says."""
-    from kernelskill.review.worker.checks import map_tensors
+class _Kept:
+    """The batch's outputs as its calls return them: each tensor copied into its row of one block per position in
+    the first call's outputs (a forward may hand back the same buffer every call), so that the calls' digests are
+    one reduction a block. A call whose outputs differ in number, shape, dtype or device from the first's keeps
+    copies of its own, digested alone."""
 
+    def __init__(self, torch, count: int) -> None:
+        self.torch, self.count = torch, count
+        self.blocks: list | None = None
+        self.trees: list = []
+        self.alone: dict[int, list] = {}
+
+    def add(self, i: int, out) -> None:
+        leaves: list = []
+        map_tensors(out, leaves.append)
+        if self.blocks is None:
+            self.blocks = [self.torch.empty((self.count, *t.shape), dtype=t.dtype, device=t.device) for t in leaves]
+        blocks = self.blocks
+        if len(leaves) == len(blocks) and all(b.shape[1:] == t.shape and b.dtype == t.dtype and b.device == t.device
+                                              for b, t in zip(blocks, leaves)):
+            rows = iter(b[i] for b in blocks)
+            self.trees.append(map_tensors(out, lambda t: next(rows).copy_(t.detach())))
+        else:
+            mine = self.alone[i] = []
+            self.trees.append(map_tensors(out, lambda t: mine.append(t.detach().clone()) or mine[-1]))
+
+    def digests(self) -> list[int]:
+        """Each call's digest (exchange.digest of its kept outputs)."""
+        total = [0] * self.count
+        for block in self.blocks or []:
+            if self.count and block[0].numel():
+                sums = word_sums(block.reshape(self.count, -1).view(self.torch.uint8)).tolist()
+                total = [a + b for a, b in zip(total, sums)]
+        for i, mine in self.alone.items():
+            total[i] = digest(mine)
+        return [wrap64(t) for t in total]
+
+
+def calls(w: Worker, role: str, seeds: list[int], out_dir: str | None, key: int | None = None) -> dict:
+    """The judge's batch, second part: the input sets unmasked with the judge's `key` (given only now), one call
+    per set, back to back, each output kept as it comes, then every call's digest, which the judge holds the
+    outputs `commit` writes to. The judge times this command with its own clock; `calls_s` is only what this
+    process says."""
     torch = w.torch
+    if key is None:
+        raise ValueError("the batch's calls need the judge's key to their inputs")
     if role == "reference":
         w.ref_model.to(w.device)
         fn = w.run_reference
@@ -150,13 +204,15 @@ def calls(w: Worker, role: str, seeds: list[int], out_dir: str | None) -> dict:
         move_candidate(w)
         fn = w.candidate.call
     start = time.perf_counter()
-    kept = []
+    kept = _Kept(torch, len(w.batch_sets))
     with _no_collection(), torch.no_grad():
-        for args in w.batch_sets:
-            kept.append(map_tensors(fn(args), lambda t: t.detach().clone()))
+        unmask(w.batch_buffer, key, w.batch_words)
+        for i, args in enumerate(w.batch_sets):
+            kept.add(i, fn(args))
+        digests = kept.digests()
         _sync(w)
-    w.batch_outputs = kept
-    return {"calls_s": round(time.perf_counter() - start, 6)}
+    w.batch_outputs = kept.trees
+    return {"calls_s": round(time.perf_counter() - start, 6), "digests": digests}
 
 
 def commit(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
@@ -164,7 +220,7 @@ def commit(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     with _no_collection():
         written = write_outputs(Path(out_dir) / BATCH_OUTPUTS, w.batch_outputs)
-    w.batch_sets, w.batch_outputs = [], []
+    w.batch_sets, w.batch_outputs, w.batch_buffer = [], [], None
     return {"bytes": written}
 
 
@@ -206,7 +262,6 @@ def stateful(w: Worker, seed: int) -> bool:
     KernelBench's VanillaRNN keeps its hidden state): the judge then cannot hold a candidate, called a different
     number of times, to its outputs."""
     from kernelskill.review.compare import compare_outputs
-    from kernelskill.review.worker.checks import map_tensors
 
     args = w.make_inputs(seed)
     first = map_tensors(reference_call(w, w.copy_args(args)), lambda t: t.detach().clone())

@@ -115,6 +115,8 @@ def commands(channel: Channel, worker: Worker) -> bool:
             elif command.name in ("reserve", "prepare"):
                 info = judged.COMMANDS[command.name](worker, role, command.seeds, command.out_dir,
                                                      command.reserve_bytes)
+            elif command.name in ("inputs", "calls"):
+                info = judged.COMMANDS[command.name](worker, role, command.seeds, command.out_dir, command.key)
             else:
                 info = judged.COMMANDS[command.name](worker, role, command.seeds, command.out_dir)
             if role == "reference" and command.name in IDLE_AFTER:

@@ -60,6 +60,8 @@ class Worker:
         self.batch_sets: list = []
         self.batch_outputs: list = []
         self.batch_set_bytes = 0  # one input set of the batch, as the reference runner's `inputs` wrote it
+        self.batch_buffer = None  # the batch's input sets, still masked until `calls` (exchange.read_batch)
+        self.batch_words = 0  # the masked data region's length in 8-byte words
 
     # inputs -------------------------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list:

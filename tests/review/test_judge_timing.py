@@ -179,6 +179,36 @@ def test_the_reference_runs_its_batch_only_after_the_candidates_runner_is_dead(t
     assert report.batch is not None and report.batch.reference_s["calls"] > 0
 
 
+def _judged_batch(tmp_path, calls: int, output_bytes: int):
+    """candidate_part on two fake runners, over a batch of `calls` calls whose outputs the reference says take
+    `output_bytes` a call."""
+    import torch
+
+    from kernelskill.review.exchange import BATCH_INPUTS, write_outputs
+    from kernelskill.review.judge import candidate_part
+
+    ref = ReferenceRun(folder=tmp_path / "ref" / "judge", trial_seeds=[], batch_seeds=list(range(calls)),
+                       stats=TimingStats.from_samples([0.5] * 8), output_bytes=output_bytes)
+    (ref.folder / "batch").mkdir(parents=True)
+    write_outputs(ref.folder / "batch" / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(calls)])
+    events: list = []
+    return candidate_part(_FakeRunner("candidate", events, tmp_path / "cand"), ref, tmp_path / "cand" / "judge", 1e-4,
+                          1e-4, {"verify": 5, "time": 5}, _runner_timing([0.5] * 8, [0.5] * 8),
+                          _FakeRunner("reference", events, tmp_path / "ref"))
+
+
+def test_small_outputs_are_compared_in_more_of_the_batchs_calls(tmp_path):
+    # a runner returning garbage from a third of its calls (its batch looks faster) passed 6 picked calls 9% of the
+    # time; where the outputs are small, comparing 32 costs little, and it passes 2e-6 of the time
+    small = _judged_batch(tmp_path / "small", 100, 16)
+    assert small.ok and len(small.batch.checked_calls) == judge.MAX_PICKS, small
+    big = _judged_batch(tmp_path / "big", 100, 64 << 20)  # (a level-1 batch: tens of MB a call)
+    assert big.ok and len(big.batch.checked_calls) == judge.BATCH_PICKS, big
+    # every call's digest is checked in a batch of fewer than DIGEST_CHECKS calls, a sample of them in a longer one
+    assert _judged_batch(tmp_path / "short", 40, 16).batch.digests_checked == 40
+    assert judge.DIGEST_CHECKS <= small.batch.digests_checked < 100
+
+
 def test_both_runners_make_their_batchs_allocations_ahead_the_candidate_before_it_sees_its_inputs(tmp_path):
     # The judge compares the two sides' `prepare` walls: what one side pays there and the other does not reads as
     # hidden work (H100: the candidate paying every cudaMalloc put honest elementwise kernels at a tenth of their

@@ -49,7 +49,10 @@ from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, Timi
 from kernelskill.review.wire import Command
 
 JUDGE_TRIALS = 3  # trials on seeds only the judge knew
-BATCH_PICKS = 6  # outputs of the candidate's batch compared, picked after it answered
+# outputs of the candidate's batch compared, picked after it answered: at least BATCH_PICKS, and up to MAX_PICKS
+# while they take no more than PICK_BYTES a side. A runner that returns garbage from a fraction f of its calls (its
+# batch then looks faster) passes with probability (1 - f)^picks: 9% at a third with 6 picks, 2e-6 with 32
+BATCH_PICKS, MAX_PICKS, PICK_BYTES = 6, 32, 64 << 20
 DIGEST_CHECKS = 64  # calls of its batch whose outputs the judge holds to the digests the runner said (all, if fewer)
 BATCH_TARGET_S = {"cuda": 0.1, "cpu": 0.05}  # the reference's share of a batch: long against the judge's latency
 # inputs and outputs a batch may hold at once. Most KernelBench level-1 batches fill it before BATCH_TARGET_S (sets
@@ -333,7 +336,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                 turn.end()
             # its end is waited for beside the comparison (which times nothing), and before the device is given back
             dying = _kill_aside(ref_worker, report.seconds, "reference_kill")
-            picks = sorted(secrets.SystemRandom().sample(range(calls), min(BATCH_PICKS, calls)))
+            wanted = max(BATCH_PICKS, min(MAX_PICKS, PICK_BYTES // max(1, ref.output_bytes)))
+            picks = sorted(secrets.SystemRandom().sample(range(calls), min(wanted, calls)))
             if not ref.stateful:
                 with _step(turn, "plain"):
                     began = time.perf_counter()
@@ -451,6 +455,8 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     result = TimingResult.of(ref_stats, cand, **fields)
     if result.noisy:  # the noise verdict is the judge's, on the figures it kept; the runner's says nothing
         flags.append(f"noisy_timing: {result.noisy_reason}")
+    from kernelskill.review.timing import compile_baseline
+
     flags += compile_baseline(result, ref, wall_call_s * 1e3)
     batch = JudgeBatch(calls=calls, reference_calls=len(ref.batch_seeds),
                        reference_s={k: round(v, 6) for k, v in ref.batch_walls.items()},
@@ -470,28 +476,6 @@ def fastest_confirmable(pace_s: float, calls: int, ref_walls: dict[str, float], 
     room_s = sum(max(0.0, ref_walls[p] * share * (1 + PHASE_TOL) + PHASE_ABS_S - walls[p])
                  for p in ("prepare", "commit"))
     return max(0.0, pace_s - (slack_s + (room_s if movable else 0.0)) / calls) / (1 + WALL_TOL), room_s
-
-
-def compile_baseline(result: TimingResult, ref: ReferenceRun, cand_pace_ms: float) -> list[str]:
-    """The speedup over torch.compile(Model) (`--baseline compile`) into `result`, and its flags: the compiled
-    reference as the reference runner timed it, beside the reference, against the candidate's bounded time (at the
-    launches' pace: its pace in the judge's batch, `cand_pace_ms`). The candidate runner never compiles it (a
-    process that ran the candidate could slow it)."""
-    from kernelskill.review.timing import compile_host_paced
-
-    if ref.compile_error:
-        return [f"compile_baseline_failed: torch.compile(Model) raised {ref.compile_error}"]
-    if ref.compiled is None:
-        return []
-    comp, cand = ref.compiled, result.candidate
-    result.compiled_reference, result.compile_warmup = comp, ref.compile_warmup
-    result.speedup_vs_compile = comp.mean_ms / cand.mean_ms
-    result.method += ("; torch.compile(Model) timed in the reference runner, beside the reference"
-                      + (f" (called once before the loop, {ref.compile_warmup.seconds:.1f} s: "
-                         f"{ref.compile_warmup.cache_words()})" if ref.compile_warmup else ""))
-    result.speedup_vs_compile_host_paced, bound = compile_host_paced(
-        comp.median_ms, ref.compiled_host_ms, cand.median_ms, cand_pace_ms or None)
-    return [bound] if bound else []
 
 
 def _scaled(stats: TimingStats, factor: float) -> TimingStats:

@@ -20,9 +20,13 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import torch
+
+if TYPE_CHECKING:
+    from kernelskill.review.judge import ReferenceRun
+    from kernelskill.review.results import TimingResult
 
 T = TypeVar("T")
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # well above the H200's 50 MB (and any current GPU's) L2
@@ -429,3 +433,23 @@ def plain_event_loop(fn: Callable, args: list, warmup: int = 25, iters: int = 10
         end.record()
         torch.cuda.synchronize()
         return start.elapsed_time(end) / iters
+
+
+def compile_baseline(result: TimingResult, ref: ReferenceRun, cand_pace_ms: float) -> list[str]:
+    """The speedup over torch.compile(Model) (`--baseline compile`) into `result`, and its flags: the compiled
+    reference as the reference runner timed it, beside the reference, against the candidate's bounded time (at the
+    launches' pace: its pace in the judge's batch, `cand_pace_ms`). The candidate runner never compiles it (a
+    process that ran the candidate could slow it)."""
+    if ref.compile_error:
+        return [f"compile_baseline_failed: torch.compile(Model) raised {ref.compile_error}"]
+    if ref.compiled is None:
+        return []
+    comp, cand = ref.compiled, result.candidate
+    result.compiled_reference, result.compile_warmup = comp, ref.compile_warmup
+    result.speedup_vs_compile = comp.mean_ms / cand.mean_ms
+    result.method += ("; torch.compile(Model) timed in the reference runner, beside the reference"
+                      + (f" (called once before the loop, {ref.compile_warmup.seconds:.1f} s: "
+                         f"{ref.compile_warmup.cache_words()})" if ref.compile_warmup else ""))
+    result.speedup_vs_compile_host_paced, bound = compile_host_paced(
+        comp.median_ms, ref.compiled_host_ms, cand.median_ms, cand_pace_ms or None)
+    return [bound] if bound else []

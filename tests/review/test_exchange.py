@@ -117,3 +117,38 @@ def test_threads_reading_outputs_at_once_each_get_their_own_bytes(tmp_path, monk
     for t in threads:
         t.join(60)
     assert not wrong, f"reads given another thread's bytes: {len(wrong)}"
+
+
+def test_a_masked_batch_file_gives_its_inputs_only_with_the_key(tmp_path):
+    # the judge's batch: a runner's `prepare` loads the input file masked and learns the key only with `calls`, so
+    # nothing it computes before its timed calls is computed on the inputs
+    sets = [[torch.randn(3, 5), torch.arange(7, dtype=torch.int16), 2.0, (torch.tensor([True]),)] for _ in range(6)]
+    write_outputs(tmp_path / "inputs.bin", sets, mask=(12345, "cpu"))
+    got, buffer, words = exchange.read_batch(tmp_path / "inputs.bin", 4, "cpu")
+    assert len(got) == 4 and not torch.equal(got[0][0], sets[0][0]) and got[0][2] == 2.0
+    assert all(t.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr() for t in (got[1][0], got[3][1]))
+    exchange.unmask(buffer, 12345, words)
+    for want, have in zip(sets, got):
+        assert torch.equal(want[0], have[0]) and torch.equal(want[1], have[1]) and torch.equal(want[3][0], have[3][0])
+    wrong, buffer, words = exchange.read_batch(tmp_path / "inputs.bin", 4, "cpu")
+    exchange.unmask(buffer, 12346, words)
+    assert not torch.equal(wrong[0][0], sets[0][0])
+
+
+def test_the_digests_a_runner_says_are_those_the_judge_reads_back(tmp_path):
+    # worker/judged._Kept sums each output's bytes a block at a time on the runner's device; the judge sums the
+    # file's, tensor by tensor (exchange.digest): the same number, for calls that keep the first call's form or not
+    from kernelskill.review.worker.judged import _Kept
+
+    outs = [(torch.randn(4, 3, dtype=torch.float16), torch.randn(5), torch.tensor(3, dtype=torch.int8))
+            for _ in range(6)]
+    outs[3] = (torch.randn(2),)  # another form: digested alone
+    kept = _Kept(torch, 6)
+    for i, out in enumerate(outs):
+        kept.add(i, out)
+    said = kept.digests()
+    write_outputs(tmp_path / "outputs.bin", kept.trees)
+    back = read_outputs(tmp_path / "outputs.bin", 1 << 30, list(range(6)), max_tensors=100)
+    assert said == [exchange.digest(v) for v in back]
+    changed = (back[0][0], back[0][1].clone().index_fill_(0, torch.tensor([2]), 0.5), back[0][2])
+    assert exchange.digest(changed) != said[0]

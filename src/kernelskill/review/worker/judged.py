@@ -173,7 +173,12 @@ class _Kept:
             self.trees.append(map_tensors(out, lambda t: next(rows).copy_(t.detach())))
         else:
             mine = self.alone[i] = []
-            self.trees.append(map_tensors(out, lambda t: mine.append(t.detach().clone()) or mine[-1]))
+
+            def keep(t):
+                mine.append(t.detach().clone())
+                return mine[-1]
+
+            self.trees.append(map_tensors(out, keep))
 
     def digests(self) -> list[int]:
         """Each call's digest (exchange.digest of its kept outputs)."""

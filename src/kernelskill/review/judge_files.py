@@ -100,12 +100,14 @@ def check_digests(folder: Path, said, indices: list[int], max_bytes: int, calls:
     device may serve the next review meanwhile."""
     if not isinstance(said, list) or len(said) != calls or not all(type(d) is int for d in said):
         return f"the runner did not say the digests of its {calls} calls' outputs"
-    try:
-        written = read_outputs(folder / BATCH_OUTPUTS, max_bytes, indices, MAX_TENSORS * calls)
-    except ExchangeError as exc:
-        return f"its outputs: {exc}"
-    for i, value in zip(indices, written):
-        if digest(value) != said[i]:
-            return (f"the outputs written for call {i + 1} of {calls} are not those its calls made (digest "
-                    f"{digest(value)}, said at the end of the calls {said[i]})")
+    step = max(1, (256 << 20) * calls // max(1, max_bytes))  # calls read at once: at most ~256 MB on the host
+    for group in (indices[k:k + step] for k in range(0, len(indices), step)):
+        try:
+            written = read_outputs(folder / BATCH_OUTPUTS, max_bytes, group, MAX_TENSORS * calls)
+        except ExchangeError as exc:
+            return f"its outputs: {exc}"
+        for i, value in zip(group, written):
+            if digest(value) != said[i]:
+                return (f"the outputs written for call {i + 1} of {calls} are not those its calls made (digest "
+                        f"{digest(value)}, said at the end of the calls {said[i]})")
     return None

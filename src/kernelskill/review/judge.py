@@ -68,8 +68,8 @@ WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's c
 # at 2 ms, 21 of them would have been confirmed for claims 1.5x smaller as well, 5 for any claim; at 1 ms, 18 and 2
 WALL_ABS_S = 0.001
 OVERHEAD_CAP_S = 0.01  # the most of a batch's `calls` part taken for the judge's latency rather than calls
-# plus this much per GB of the batch's input file: unmasking it is in the part too (on the H200 about 1 ms a GB;
-# on a CPU, where the mask is drawn by numpy, about 0.5 s)
+# plus this much per GB of the batch's input file: unmasking it is in the part too (a draw and an XOR pass, about
+# 3 GB of device memory traffic a GB: a millisecond at an H200's 4.8 TB/s; 0.5 s on this project's 2-core CI host)
 UNMASK_S_PER_GB = {"cuda": 0.005, "cpu": 1.0}
 # A confirmed claim the batch would have confirmed this many times smaller as well is flagged: the judge's clock
 # could not tell it from a lie (a batch whose calls take a few milliseconds, against WALL_ABS_S and what PHASE_TOL

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from kernelskill.review import judge
-from kernelskill.review.judge import MIN_BATCH, OVERHEAD_CAP_S, PHASE_ABS_S
 from kernelskill.settings import Guards, StageTimeouts
 from tests.conftest import DATA, run_review as _run_review
 
@@ -60,10 +59,10 @@ def test_fingerprint_cache_is_timed_by_the_judges_clock(tmp_path, monkeypatch):
     assert on.correct, on.error
     assert any(f.startswith("timing_unconfirmed") for f in on.flags), on.flags
     # each miss sleeps 20 ms, and in the judge's batch every call misses: the candidate's time is at least that
-    # much a call, less the judge's latency it is excused (OVERHEAD_CAP_S over at least MIN_BATCH calls). Times,
+    # much a call, less the fixed cost of the batch's calls part it is excused (over its calls). Times,
     # not speedups: the reference's time on a loaded CPU moved the speedup from 0.1x to 0.36x.
     on_ms = on.timing.candidate.median_ms
-    assert on_ms >= 20 - OVERHEAD_CAP_S * 1e3 / MIN_BATCH, (on_ms, on.flags, on.stage_seconds)
+    assert on_ms >= 20 - on.judge_batch.overhead_us / 1e3 / on.judge_batch.calls, (on_ms, on.flags, on.stage_seconds)
     off = run_review(P01, "attacks/fingerprint_cache.py", tmp_path / "off", guards=_guards(judge=False), **settings)
     assert off.correct
     # the runner's own loop saw mostly cache hits
@@ -92,10 +91,10 @@ def test_work_done_while_inputs_are_prepared_is_counted_as_the_calls(tmp_path, m
                     **settings)
     assert on.correct, on.error
     assert any(f.startswith("timing_unconfirmed") for f in on.flags), (on.flags, on.judge_batch)
-    # 20 ms of work for every input set the batch prepared: the judge's pace holds at least that, less what it
-    # excuses (the latency it takes for its own, PHASE_ABS_S for each of prepare and commit, over the calls)
+    # 20 ms of work for every input set of the batch: the judge's pace holds at least that, less what it excuses
+    # (the calls part's fixed cost, over the calls)
     on_ms = on.timing.candidate.median_ms
-    excused_ms = (OVERHEAD_CAP_S + 2 * PHASE_ABS_S) * 1e3 / on.judge_batch.calls
+    excused_ms = on.judge_batch.overhead_us / 1e3 / on.judge_batch.calls
     assert on_ms >= 20 - excused_ms, (on_ms, on.judge_batch)
     off = run_review(P01, "attacks/prepare_precompute.py", tmp_path / "off", guards=_guards(integrity=False, judge=False),
                      **settings)
@@ -104,12 +103,10 @@ def test_work_done_while_inputs_are_prepared_is_counted_as_the_calls(tmp_path, m
     assert off.timing.candidate.median_ms < on_ms / 3, (off.timing.candidate.median_ms, on_ms)
 
 
-def _gpu_room(monkeypatch):
-    """What the judge excuses of a batch's prepare and commit as a GPU's file transfers make it (tens of ms, more
-    than most level-1 batches' whole calls: docs/h200/trust, session 13), made so here: a CPU's are too short
-    against its calls for work moved there to go unseen. And the batch's cut early, so a batch of 20 ms misses
-    stops in a second."""
-    monkeypatch.setattr(judge, "PHASE_ABS_S", 10.0)
+def _short_cut(monkeypatch):
+    """The batch's cut early, so that a batch of 20 ms misses stops in a second. (The judge no longer counts any of
+    a batch's prepare and commit as its calls', whose file transfers it cannot time closely enough on a GPU: work
+    moved there would go unseen but for the guards tested here.)"""
     monkeypatch.setattr(judge, "BATCH_CUT_FLOOR_S", 1.0)
 
 
@@ -123,7 +120,7 @@ def _caught_by_the_batch(result) -> bool:
 def test_work_done_while_the_masked_inputs_are_loaded_computes_nothing(tmp_path, monkeypatch):
     # with the input file unmasked, prepare_lookup's batch is lookups, its outputs right and its claim confirmed
     # (seen with the mask taken out of judged.inputs and judged.calls)
-    _gpu_room(monkeypatch)
+    _short_cut(monkeypatch)
     settings = dict(rules="kernelbench", warmup=3, iters=30, reverify_above=1e9)
     on = run_review(P01, "attacks/prepare_lookup.py", tmp_path / "on", guards=_guards(integrity=False), **settings)
     assert _caught_by_the_batch(on), (on.correct, on.error, on.flags, on.judge_batch)
@@ -132,7 +129,7 @@ def test_work_done_while_the_masked_inputs_are_loaded_computes_nothing(tmp_path,
 def test_outputs_computed_while_they_are_written_are_refused(tmp_path, monkeypatch):
     # without the digests' check commit_compute's batch holds no calls, its outputs are right and its claim is
     # confirmed (seen with check_digests taken out of judge.candidate_part)
-    _gpu_room(monkeypatch)
+    _short_cut(monkeypatch)
     settings = dict(rules="kernelbench", warmup=3, iters=30, reverify_above=1e9)
     on = run_review(P01, "attacks/commit_compute.py", tmp_path / "on", guards=_guards(integrity=False), **settings)
     assert not on.correct and on.checks and on.checks[0].name == "judge:batch-digests", (on.error, on.flags)

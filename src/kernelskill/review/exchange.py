@@ -316,18 +316,18 @@ def _calls(tree, items) -> list:
 
 
 def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | None = None,
-                 max_tensors: int = MAX_TENSORS, device=None, per_tensor: bool = False):
+                 max_tensors: int = MAX_TENSORS, device=None):
     """The value written by `write_outputs`, as CPU tensors; raises ExchangeError for anything else.
 
     `items`: the file holds a list (a batch: one entry per call) and only these entries are built, in this order,
     reading the bytes of their tensors alone (the judge compares a few calls of a batch of thousands). Every tensor
-    entry of the header is checked all the same. `device` with `per_tensor` (the judge, comparing on the device):
+    entry of the header is checked all the same. `device` (the judge, comparing on a GPU):
     each tensor's bytes alone go to the device, through the page-locked staging buffer, into an allocation of its
     own; nothing else of the file is read."""
     import torch
 
     f, tree, layout, data_start = _open(path, max_bytes, max_tensors)
-    direct = device is not None and torch.device(device).type != "cpu" and per_tensor
+    direct = device is not None and torch.device(device).type != "cpu"
 
     def tensor(index: int):
         dtype, shape, offset, nbytes = layout[index]
@@ -385,7 +385,7 @@ def read_outputs_on(on: str, path: str | Path, max_bytes: int, items: list[int] 
         import torch
 
         try:
-            return read_outputs(path, max_bytes, items, max_tensors, device=on, per_tensor=True)
+            return read_outputs(path, max_bytes, items, max_tensors, device=on)
         except RuntimeError:  # out of memory (an ExchangeError is a ValueError, raised as it is)
             torch.cuda.empty_cache()
     return read_outputs(path, max_bytes, items, max_tensors)

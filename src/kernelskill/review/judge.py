@@ -21,8 +21,9 @@ verdict: this module establishes everything a candidate could want raised.
   the input file is masked with a key each runner gets only with `calls` (nothing to compute on in `prepare`), and
   `calls` ends with each call's digest, which the judge checks on DIGEST_CHECKS calls of what `commit` wrote
   (nothing left to compute there) (exchange.py).
-  Before its batch each runner makes, untimed, every allocation its `prepare` will make (`reserve`; the candidate's
-  before its input file is handed over), so neither side's `prepare` pays the driver for memory the other's does not.
+  Before its batch each runner makes, untimed, every allocation its `prepare` and `calls` will make (`reserve`; the
+  candidate's before its input file is handed over), so neither side's calls pay the driver for memory the other's
+  do not.
   After the batch the candidate's runner is killed, with everything it started; only then does the reference runner,
   idle until now, run its batch, so the two batches are seconds apart (a busy machine, a bench building the next
   candidates, weighs on both alike) and nothing of the candidate's runs beside the reference's. Then the outputs
@@ -72,8 +73,7 @@ OVERHEAD_CAP_S = 0.01  # the most of a batch's `calls` part taken for the judge'
 # 3 GB of device memory traffic a GB: a millisecond at an H200's 4.8 TB/s; 0.5 s on this project's 2-core CI host)
 UNMASK_S_PER_GB = {"cuda": 0.005, "cpu": 1.0}
 # A confirmed claim the batch would have confirmed this many times smaller as well is flagged: the judge's clock
-# could not tell it from a lie (a batch whose calls take a few milliseconds, against WALL_ABS_S and what PHASE_TOL
-# excuses of its prepare and commit)
+# could not tell it from a lie (a batch whose calls take a few milliseconds in all, against WALL_ABS_S)
 UNRESOLVED_FACTOR = 1.5
 PHASE_TOL, PHASE_ABS_S = 0.25, 0.005  # until session 14 the candidate's prepare and commit were allowed this much
 # longer than the reference's, the excess counted as its calls'. On a GPU their file transfers took 3 ms to 3.9 s

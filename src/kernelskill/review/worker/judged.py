@@ -73,7 +73,7 @@ def outputs(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
     return {"bytes": written}
 
 
-def _set_bytes(w: Worker, one_set: list) -> int:
+def _set_bytes(one_set: list) -> int:
     """What one input set takes of the batch's input file (exchange.padded)."""
     sizes: list[int] = []
     map_tensors(one_set, lambda t: sizes.append(padded(t.numel() * t.element_size())))
@@ -92,7 +92,7 @@ def inputs(w: Worker, role: str, seeds: list[int], out_dir: str, key: int | None
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     sets = w.make_input_sets(seeds[0], len(seeds)) if seeds else []
     written = write_outputs(Path(out_dir) / BATCH_INPUTS, sets, mask=(key, w.device))
-    w.batch_set_bytes = _set_bytes(w, sets[0]) if sets else 0
+    w.batch_set_bytes = _set_bytes(sets[0]) if sets else 0
     return {"bytes": written, "region_bytes": w.batch_set_bytes * len(sets)}
 
 
@@ -116,16 +116,14 @@ def _warm(w: Worker) -> None:
 def reserve(w: Worker, role: str, seeds: list[int], out_dir: str | None, reserve_bytes: int = 0) -> dict:
     """Before a batch (untimed; the candidate's before its input file is handed over): every allocation the batch's
     `prepare` and `calls` will make, made once and dropped, so that both runners find them in the caching allocator
-    and the page-locked staging buffer at its size. The judge compares the two sides' `prepare` and `calls` walls,
-    and what one side pays there and the other does not reads as work hidden there, or hides some:
+    and the page-locked staging buffer at its size, and the kernels `calls` runs besides the calls (`_warm`). The
+    judge compares the two sides' `calls` walls, and what one side pays there and the other does not reads as work
+    hidden there, or hides some (on the H100, cudaMalloc alone put 60-130 ms on one side's part when only the
+    other's allocations were cached):
 
     - the buffer the input file is read into and the mask drawn over it in `calls` (the candidate runner learns one
-      set's size from get_inputs() under `seeds`, unrelated to the batch's). Without its input sets made ahead the
-      candidate's `prepare` paid every cudaMalloc (682 sets of 1 MB: 60-130 ms more than the reference's on the
-      H100) and honest kernels were put at their batch's wall pace;
-    - the outputs' blocks (`reserve_bytes` a call): without them the reference's `prepare` paid them (120-280 ms
-      against the candidate's 40-100 ms on the H100 once the sets were reserved), slack a candidate could have
-      hidden work in. A runner that skips this only makes its own `prepare` slower."""
+      set's size from get_inputs() under `seeds`, unrelated to the batch's);
+    - the outputs' blocks (`reserve_bytes` a call). A runner that skips this only makes its own calls slower."""
     from kernelskill.review.exchange import CHUNK_BYTES, staging
 
     count = len(seeds)
@@ -134,7 +132,7 @@ def reserve(w: Worker, role: str, seeds: list[int], out_dir: str | None, reserve
             set_bytes = w.batch_set_bytes
         else:
             made = w.make_input_sets(seeds[0], 1) if seeds else []
-            set_bytes = _set_bytes(w, made[0]) if made else 0
+            set_bytes = _set_bytes(made[0]) if made else 0
             del made
         if count:
             _hold(w, [set_bytes * count, set_bytes * count, reserve_bytes * count, reserve_bytes])

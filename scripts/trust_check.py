@@ -46,6 +46,9 @@ CASES = [
     # there took far longer than the calls, and what the judge excuses of them hid the work before (session 13)
     ("prepare lookup g01", G01, "attacks/prepare_lookup.py", "kernelbench", "caught"),
     ("commit compute g01", G01, "attacks/commit_compute.py", "kernelbench", "not correct"),
+    # zeros from one call in 97 of the judge's batch alone: every call not compared whole is compared at positions
+    # drawn after the batch
+    ("skip in batch", P01, "attacks/skip_in_batch.py", "kernelbench", "not correct"),
     # on a GPU the sleep is host time, which the robust protocol's GPU figure leaves out: not inflated either way
     ("reference sabotage", P01, "attacks/reference_sabotage.py", "kernelbench", "not inflated"),
     ("side stream (cheat)", P01, "cheats/side_stream.py", "kernelbench", "not correct"),
@@ -66,7 +69,7 @@ BASELINE = {"compile sabotage": "compile"}
 def run(case, judge: bool, log_dir: Path) -> dict:
     name, problem, cand, rules, _ = case
     guards = Guards(static_checks=not name.startswith(("forged", "garbage", "fingerprint", "reference sab", "prepare",
-                                                         "commit", "compile sab", "KB ")),
+                                                         "commit", "skip", "compile sab", "KB ")),
                     integrity=name not in ("reference sabotage", "prepare precompute", "compile sabotage",
                                            "prepare lookup g01", "commit compute g01"),
                     judge=judge)

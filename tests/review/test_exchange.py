@@ -152,3 +152,63 @@ def test_the_digests_a_runner_says_are_those_the_judge_reads_back(tmp_path):
     assert said == [exchange.digest(v) for v in back]
     changed = (back[0][0], back[0][1].clone().index_fill_(0, torch.tensor([2]), 0.5), back[0][2])
     assert exchange.digest(changed) != said[0]
+
+
+def test_sampled_elements_are_the_files_elements_at_the_positions_asked_for(tmp_path):
+    # the judge holds calls it does not compare whole to the reference at positions it draws after the fact: what
+    # read_samples gives must be the file's elements there, for every dtype, a 0-d tensor, and numbers between them
+    import numpy as np
+
+    calls = [(torch.arange(24, dtype=dtype).reshape(2, 3, 4) * (i + 1), 7, torch.tensor(2.5 * i))
+             for i, dtype in enumerate((torch.float32, torch.bfloat16, torch.int64, torch.float16))]
+    write_outputs(tmp_path / "b.bin", calls)
+    asked: list = []
+
+    def choose(call, k, dtype, shape):
+        asked.append((call, k, str(dtype), shape))
+        return np.array([0, 5, 23], dtype=np.int64) if shape else np.array([0], dtype=np.int64)
+
+    got = exchange.read_samples(tmp_path / "b.bin", 1 << 20, [3, 1], 64, choose)
+    assert asked == [(3, 0, "torch.float16", [2, 3, 4]), (3, 1, "torch.float32", []),
+                     (1, 0, "torch.bfloat16", [2, 3, 4]), (1, 1, "torch.float32", [])]
+    for (value, shapes), i in zip(got, (3, 1)):
+        full = calls[i][0].reshape(-1)
+        assert torch.equal(value[0], full[[0, 5, 23]]) and value[0].dtype == full.dtype
+        assert value[1] == 7 and torch.equal(value[2], calls[i][2].reshape(1))
+        assert shapes == [(str(full.dtype).removeprefix("torch."), [2, 3, 4]), ("float32", [])]
+
+
+def test_positions_withheld_read_nothing_and_a_bad_header_is_refused_first(tmp_path):
+    import numpy as np
+
+    write_outputs(tmp_path / "b.bin", [torch.ones(8), torch.ones(8)])
+    (value, shapes), = exchange.read_samples(tmp_path / "b.bin", 1 << 20, [0], 64, lambda *a: None)
+    assert value.numel() == 0 and shapes == [("float32", [8])]
+    with pytest.raises(ExchangeError):
+        exchange.read_samples(tmp_path / "b.bin", 16, [0], 64, lambda *a: np.arange(8))  # more bytes than allowed
+    with pytest.raises(ExchangeError):
+        exchange.read_samples(tmp_path / "b.bin", 1 << 20, [2], 64, lambda *a: np.arange(8))  # a call not held
+
+
+def test_sampled_comparison_names_the_call_and_the_element_where_outputs_differ(tmp_path):
+    from kernelskill.review.exchange import BATCH_OUTPUTS
+    from kernelskill.review.judge_files import compare_samples
+
+    ref, cand = tmp_path / "ref", tmp_path / "cand"
+    ref.mkdir(), cand.mkdir()
+    good = [torch.arange(60, dtype=torch.float32).reshape(3, 4, 5) + i for i in range(4)]
+    write_outputs(ref / BATCH_OUTPUTS, good)
+    bad = [t.clone() for t in good]
+    bad[2][1, 2, 3] = -1.0
+    write_outputs(cand / BATCH_OUTPUTS, bad)
+    why, mismatch = compare_samples(ref, cand, [0, 1, 2, 3], 1e-4, 1e-4, 1 << 20, (4, 4), per_tensor=60)
+    assert why.startswith("call 3, at 60 sampled positions") and mismatch.first_indices == [[1, 2, 3]], why
+    assert mismatch.got == [-1.0] and mismatch.total == 60
+    assert compare_samples(ref, cand, [0, 1, 3], 1e-4, 1e-4, 1 << 20, (4, 4), per_tensor=60) == (None, None)
+    # a made-up call is caught at a few of its positions; a call whose outputs have another shape, by that
+    write_outputs(cand / BATCH_OUTPUTS, [*good[:3], torch.zeros(3, 4, 5)])
+    why, _ = compare_samples(ref, cand, [3], 1e-4, 1e-4, 1 << 20, (4, 4), per_tensor=4)
+    assert why and why.startswith("call 4, at 4 sampled positions"), why
+    write_outputs(cand / BATCH_OUTPUTS, [*good[:3], torch.zeros(3, 20)])
+    why, _ = compare_samples(ref, cand, [3], 1e-4, 1e-4, 1 << 20, (4, 4), per_tensor=4)
+    assert why == "call 4's outputs are float32 (3, 20), the reference's float32 (3, 4, 5)", why

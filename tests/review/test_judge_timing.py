@@ -112,8 +112,14 @@ class _FakeRunner:
     """A runner that answers the judge's commands at once, writing real output files (y = 2x), and records what it
     was asked, in one log shared by both runners."""
 
-    def __init__(self, name: str, events: list, scratch: Path) -> None:
+    def __init__(self, name: str, events: list, scratch: Path, wrong: frozenset[int] = frozenset()) -> None:
         self.name, self.events, self.scratch, self.dead = name, events, scratch, False
+        self.wrong = wrong  # batch calls whose outputs it makes up (their digests say what it wrote)
+
+    def _out(self, i: int):
+        import torch
+
+        return torch.full((4,), float(i)) * 2 + (1000 if i in self.wrong else 0)
 
     def alive(self) -> bool:
         return not self.dead
@@ -138,10 +144,10 @@ class _FakeRunner:
         elif command.name == "prepare":
             self.calls = len(command.seeds)
         elif command.name == "calls":  # the digests of what its commit writes
-            digests = [digest(torch.full((4,), float(i)) * 2) for i in range(self.calls)]
+            digests = [digest(self._out(i)) for i in range(self.calls)]
             return CommandDone(name=command.name, info={"digests": digests}), 0.001
         elif command.name == "commit":
-            write_outputs(folder / BATCH_OUTPUTS, [torch.full((4,), float(i)) * 2 for i in range(self.calls)])
+            write_outputs(folder / BATCH_OUTPUTS, [self._out(i) for i in range(self.calls)])
         elif command.name == "inputs":
             write_outputs(folder / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(len(command.seeds))])
         elif command.name == "reserve":  # its seeds, and whether the batch's inputs were in its folder by then
@@ -179,9 +185,9 @@ def test_the_reference_runs_its_batch_only_after_the_candidates_runner_is_dead(t
     assert report.batch is not None and report.batch.reference_s["calls"] > 0
 
 
-def _judged_batch(tmp_path, calls: int, output_bytes: int):
+def _judged_batch(tmp_path, calls: int, output_bytes: int, wrong: frozenset[int] = frozenset()):
     """candidate_part on two fake runners, over a batch of `calls` calls whose outputs the reference says take
-    `output_bytes` a call."""
+    `output_bytes` a call; the candidate's are made up for the calls `wrong`."""
     import torch
 
     from kernelskill.review.exchange import BATCH_INPUTS, write_outputs
@@ -192,8 +198,8 @@ def _judged_batch(tmp_path, calls: int, output_bytes: int):
     (ref.folder / "batch").mkdir(parents=True)
     write_outputs(ref.folder / "batch" / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(calls)])
     events: list = []
-    return candidate_part(_FakeRunner("candidate", events, tmp_path / "cand"), ref, tmp_path / "cand" / "judge", 1e-4,
-                          1e-4, {"verify": 5, "time": 5}, _runner_timing([0.5] * 8, [0.5] * 8),
+    return candidate_part(_FakeRunner("candidate", events, tmp_path / "cand", wrong), ref, tmp_path / "cand" / "judge",
+                          1e-4, 1e-4, {"verify": 5, "time": 5}, _runner_timing([0.5] * 8, [0.5] * 8),
                           _FakeRunner("reference", events, tmp_path / "ref"))
 
 
@@ -207,6 +213,19 @@ def test_small_outputs_are_compared_in_more_of_the_batchs_calls(tmp_path):
     # every call's digest is checked in a batch of fewer than DIGEST_CHECKS calls, a sample of them in a longer one
     assert _judged_batch(tmp_path / "short", 40, 16).batch.digests_checked == 40
     assert judge.DIGEST_CHECKS <= small.batch.digests_checked < 100
+
+
+def test_every_call_of_the_batch_is_held_to_the_reference_at_positions_drawn_after_it(tmp_path, monkeypatch):
+    # a runner that skips the work of one call in a hundred (its batch looks 1% faster, and 6-32 picked calls miss
+    # it most of the time; at tens of MB a call, 6 of 10-20 are picked) is caught by the calls not picked, compared
+    # at a few hundred positions each. With no picks at all, only those comparisons can catch it
+    monkeypatch.setattr(judge, "BATCH_PICKS", 0)
+    monkeypatch.setattr(judge, "MAX_PICKS", 0)
+    honest = _judged_batch(tmp_path / "honest", 100, 16)
+    assert honest.ok and honest.batch.checked_calls == [] and honest.batch.sampled_calls == 100, honest
+    skipped = _judged_batch(tmp_path / "skipped", 100, 16, wrong=frozenset({57}))
+    assert not skipped.ok and skipped.check == "judge:batch-samples", skipped
+    assert "call 58" in skipped.error and skipped.mismatch.first_indices, skipped.mismatch
 
 
 def test_both_runners_make_their_batchs_allocations_ahead_the_candidate_before_it_sees_its_inputs(tmp_path):

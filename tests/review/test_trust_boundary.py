@@ -136,6 +136,18 @@ def test_outputs_computed_while_they_are_written_are_refused(tmp_path, monkeypat
     assert "not those its calls made" in on.error, on.error
 
 
+def test_a_batch_that_skips_a_few_of_its_calls_is_caught_whichever_calls_are_picked(tmp_path, monkeypatch):
+    # skip_in_batch returns zeros from one call in 97 of the judge's batch, and right answers everywhere else. With
+    # no call compared whole, only the comparison of every call at positions drawn after the batch can see it
+    # (without it the review is correct: seen with compare_samples taken out of judge.candidate_part)
+    monkeypatch.setattr(judge, "BATCH_PICKS", 0)
+    monkeypatch.setattr(judge, "MAX_PICKS", 0)
+    settings = dict(rules="kernelbench", warmup=3, iters=30, reverify_above=1e9)
+    on = run_review(P01, "attacks/skip_in_batch.py", tmp_path / "on", guards=_guards(), **settings)
+    assert not on.correct and on.checks and on.checks[0].name == "judge:batch-samples", (on.error, on.flags)
+    assert "sampled positions" in on.error, on.error
+
+
 def test_reference_is_timed_where_the_candidate_never_ran(tmp_path):
     settings = dict(rules="kernelbench", warmup=2, iters=10, reverify_above=1e9)
     on = run_review(P01, "attacks/reference_sabotage.py", tmp_path / "on", guards=_guards(integrity=False),

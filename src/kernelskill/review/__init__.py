@@ -30,7 +30,8 @@ Why it holds: the judging process never imports problem or candidate code, so no
 or times with; a runner speaks only through files the judge parses without running anything (exchange.py) and
 through the wall time the judge itself measures, never through a message taken as a claim; every deadline is the
 judge's; the seeds of the judge's trials and batch exist only in the judge until the runner must answer, and the
-batch's checked calls are drawn after it answered, once its runner is dead. The batch's timed calls cannot shed
+batch's checked calls (and the positions of every other call's outputs compared) are drawn after it answered, once
+its runner is dead. The batch's timed calls cannot shed
 work into its untimed-to-the-microsecond parts: its input file is masked until the calls (the key comes with them),
 and the digests of their outputs, said at their end, must match what is written after.
 

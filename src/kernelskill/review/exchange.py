@@ -347,6 +347,45 @@ def read_outputs(path: str | Path, max_bytes: int, items: range | list[int] | No
         return [_build(node, 1, layout, tensor) for node in _calls(tree, items)]
 
 
+def read_samples(path: str | Path, max_bytes: int, items: list[int], max_tensors: int, choose):
+    """Some elements of these calls of a batch file, not their whole outputs: per call, (its value with each tensor
+    replaced by a 1-D CPU tensor of its elements at the flat positions `choose(call, k, dtype, shape)` gives for the
+    call's k-th tensor (an int64 numpy array; None: no elements), each tensor's (dtype name, shape)). Only those
+    elements' bytes are read, from a read-only map of the file; every entry of its header is checked as by
+    read_outputs."""
+    import mmap
+
+    import numpy as np
+    import torch
+
+    f, tree, layout, data_start = _open(path, max_bytes, max_tensors)
+    with f:
+        nodes = _calls(tree, items)
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        held: list = []  # the map's one view, cleared before the map is closed (it refuses while viewed)
+        try:
+            held.append(np.frombuffer(data, dtype=np.uint8))
+            out = []
+            for call, node in zip(items, nodes):
+                shapes: list[tuple[str, list[int]]] = []
+
+                def tensor(index: int):
+                    dtype, shape, offset, _ = layout[index]
+                    shapes.append((str(dtype).removeprefix("torch."), shape))
+                    positions = choose(call, len(shapes) - 1, dtype, shape)
+                    if positions is None or not len(positions):
+                        return torch.empty(0, dtype=dtype)
+                    size = torch.empty(0, dtype=dtype).element_size()
+                    at = data_start + offset + positions[:, None] * size + np.arange(size)
+                    return torch.from_numpy(held[0][at.reshape(-1)]).view(dtype)  # a copy: nothing keeps the map
+
+                out.append((_build(node, 1, layout, tensor), shapes))
+        finally:
+            held.clear()
+            data.close()
+    return out
+
+
 def read_batch(path: str | Path, count: int, device):
     """A runner's batch inputs: (the first `count` input sets of the file, the buffer on `device` their tensors
     are views of, the data region's length in 8-byte words). The file's bytes up to the last tensor needed are

@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review.exchange import BATCH_INPUTS, hand_over
-from kernelskill.review.judge_files import _compare_files, check_digests, comparing_device  # noqa: F401
+from kernelskill.review.judge_files import (_compare_files, check_digests, compare_samples,  # noqa: F401
+                                            comparing_device)
 from kernelskill.review.quiet import BUILDS
 from kernelskill.review.turns import Kind, Turn
 from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, TimingResult, TimingStats
@@ -54,6 +55,9 @@ JUDGE_TRIALS = 3  # trials on seeds only the judge knew
 # while they take no more than PICK_BYTES a side. A runner that returns garbage from a fraction f of its calls (its
 # batch then looks faster) passes with probability (1 - f)^picks: 9% at a third with 6 picks, 2e-6 with 32
 BATCH_PICKS, MAX_PICKS, PICK_BYTES = 6, 32, 64 << 20
+# and every other call of it, at this many positions of each output tensor drawn after the fact (all of a smaller
+# one): a call that skipped its work is caught whatever the picks were, at a cost of reading a few KB a call
+SAMPLED_ELEMENTS = 256
 DIGEST_CHECKS = 64  # calls of its batch whose outputs the judge holds to the digests the runner said (all, if fewer)
 BATCH_TARGET_S = {"cuda": 0.1, "cpu": 0.05}  # the reference's share of a batch: long against the judge's latency
 # inputs and outputs a batch may hold at once. Most KernelBench level-1 batches fill it before BATCH_TARGET_S (sets
@@ -358,8 +362,15 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             if why:
                 return _fail(report, "rejected", f"in the judge's batch, {why}: a call's work must be done inside "
                              "the timed calls, not while its outputs are written", check="judge:batch-digests")
+            rest = sorted(set(range(calls)) - set(picks)) if not ref.stateful else []
+            why, report.mismatch = compare_samples(ref.folder / "batch", cand_folder / "batch", rest, atol, rtol,
+                                                   max_bytes, (len(ref.batch_seeds), calls), SAMPLED_ELEMENTS)
+            if why:
+                return _fail(report, "rejected", f"outputs of calls in a batch timed by the judge differ from the "
+                             f"reference ({why}); every call must compute its result", check="judge:batch-samples")
             report.timing, flags, report.batch = bound_timing(runner_timing, ref, walls, calls)
             report.batch.checked_calls, report.batch.digests_checked = picks, len(held)
+            report.batch.sampled_calls = len(rest)
             report.batch.runner_calls_s = {"reference": round(ref.said_calls_s, 6), "candidate": round(said, 6)}
             report.flags += flags
     finally:

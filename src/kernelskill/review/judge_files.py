@@ -3,11 +3,13 @@ judge compares on, and compared there."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
-from kernelskill.review.compare import compare_outputs
-from kernelskill.review.exchange import BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, digest, read_outputs, read_outputs_on
+from kernelskill.review.compare import compare_outputs, flatten_outputs
+from kernelskill.review.exchange import (BATCH_OUTPUTS, MAX_TENSORS, ExchangeError, digest, read_outputs,
+                                         read_outputs_on, read_samples)
 from kernelskill.review.results import Mismatch
 from kernelskill.review.worker.checks import map_tensors
 
@@ -111,3 +113,80 @@ def check_digests(folder: Path, said, indices: list[int], max_bytes: int, calls:
                 return (f"the outputs written for call {i + 1} of {calls} are not those its calls made (digest "
                         f"{digest(value)}, said at the end of the calls {said[i]})")
     return None
+
+
+def compare_samples(ref_dir: Path, cand_dir: Path, indices: list[int], atol: float, rtol: float, max_bytes: int,
+                    batch_of: tuple[int, int], per_tensor: int) -> tuple[str | None, Mismatch | None]:
+    """(why not, mismatch) for these calls of the two runners' batch files, compared at `per_tensor` positions of
+    each output tensor (all of a smaller one), drawn here from a secret seed after both files were written; (None,
+    None) when every sampled element is within tolerance. Cheap on the host whatever the batch's size: calls whose
+    whole outputs are not compared are still held to the reference, so a call that skipped its work is caught
+    unless its output happens to agree at positions it could not know."""
+    import secrets
+
+    import numpy as np
+    import torch
+
+    draw = np.random.default_rng(secrets.randbits(128))
+    chosen: dict[tuple[int, int], tuple[str, list[int], object]] = {}
+
+    def pick(call: int, k: int, dtype, shape: list[int]):
+        n = math.prod(shape)
+        positions = np.arange(n, dtype=np.int64) if n <= per_tensor else np.sort(draw.integers(0, n, per_tensor))
+        chosen[call, k] = (str(dtype), shape, positions)
+        return positions
+
+    def same(call: int, k: int, dtype, shape: list[int]):
+        mine = chosen.get((call, k))
+        return mine[2] if mine is not None and mine[:2] == (str(dtype), shape) else None
+
+    try:
+        expected = read_samples(ref_dir / BATCH_OUTPUTS, 1 << 62, indices, MAX_TENSORS * batch_of[0], pick)
+    except ExchangeError as exc:
+        raise RuntimeError(f"the reference runner's outputs could not be read: {exc}") from None
+    try:
+        got = read_samples(cand_dir / BATCH_OUTPUTS, max_bytes * batch_of[1], indices, MAX_TENSORS * batch_of[1], same)
+    except ExchangeError as exc:
+        return f"the batch's outputs: {exc}", None
+    for call, (_, ref_shapes), (_, cand_shapes) in zip(indices, expected, got):
+        if cand_shapes != ref_shapes:
+            return (f"call {call + 1}'s outputs are {_described(cand_shapes)}, the reference's "
+                    f"{_described(ref_shapes)}"), None
+    if _at_once(expected, got, atol, rtol):
+        return None, None
+    for call, (ref_value, _), (cand_value, _) in zip(indices, expected, got):  # which call, and where
+        cmp = compare_outputs(ref_value, cand_value, atol, rtol, call)
+        if not cmp.ok:
+            m = cmp.mismatch
+            flat = flatten_outputs(ref_value)[:(m.output_index or 0) + 1]
+            if not m.first_indices or not isinstance(flat[-1], torch.Tensor):
+                return f"call {call + 1}: {m.reason}", m
+            _, shape, positions = chosen[call, sum(isinstance(v, torch.Tensor) for v in flat) - 1]
+            where = [[int(j) for j in np.unravel_index(int(positions[i[0]]), shape)] for i in m.first_indices]
+            m = m.model_copy(update={"first_indices": where, "total": math.prod(shape), "mismatched": None,
+                                     "reason": f"call {call + 1}, at {len(positions)} sampled positions: {m.reason}"})
+            return m.reason, m
+    return None, None
+
+
+def _at_once(expected: list, got: list, atol: float, rtol: float) -> bool:
+    """Whether every call's sampled outputs are within tolerance, compared in one pass: each output position's
+    samples of all calls joined (calls of one structure, as a batch's are; otherwise False, and the caller compares
+    call by call)."""
+    import torch
+
+    if not expected or any(shapes != expected[0][1] for _, shapes in expected):
+        return False
+    refs, cands = [flatten_outputs(v) for v, _ in expected], [flatten_outputs(v) for v, _ in got]
+    if any(len(r) != len(refs[0]) or len(c) != len(r) for r, c in zip(refs, cands)):
+        return False
+    joined: tuple[list, list] = ([], [])
+    for k in range(len(refs[0])):
+        for side, values in zip(joined, (refs, cands)):
+            column = [v[k] for v in values]
+            side.append(torch.cat(column) if all(isinstance(v, torch.Tensor) for v in column) else tuple(column))
+    return compare_outputs(tuple(joined[0]), tuple(joined[1]), atol, rtol, 0).ok
+
+
+def _described(shapes: list[tuple[str, list[int]]]) -> str:
+    return ", ".join(f"{dtype} {tuple(shape)}" for dtype, shape in shapes) or "no tensors"

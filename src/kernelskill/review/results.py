@@ -318,6 +318,9 @@ class JudgeBatch(BaseModel):
     # calls whose written outputs the judge held to the digests the runner said at the end of its calls (0: a batch
     # from before its input file was masked and its outputs digested, whose prepare and commit could hide work)
     digests_checked: int = 0
+    # calls whose outputs were compared at positions drawn after the fact, not whole (all but checked_calls; 0: a
+    # batch from before they were)
+    sampled_calls: int = 0
     # what each runner says its calls loop took, seconds (a hint for diagnosis, never used: the judge's clock is)
     runner_calls_s: dict[str, float] = Field(default_factory=dict)
 

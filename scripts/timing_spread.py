@@ -155,7 +155,9 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
             "compute_dtypes": sorted(set(prec.compute_dtypes) | set(prec.kernel_dtypes)) if prec else [],
             "strict_ok": prec.strict_tolerance_ok if prec else None,
             "reduced_precision": bool(prec and prec.reduced_precision),
-            "sol_ms": sol.sol_ms if sol else None, "pct_of_sol": sol.pct_of_sol if sol else None}
+            "sol_ms": sol.sol_ms if sol else None, "pct_of_sol": sol.pct_of_sol if sol else None,
+            # what the judge's batch measured: each side's pace, its walls, whether the claim was confirmed
+            "judge_batch": r.judge_batch.model_dump() if r.judge_batch else None}
 
 
 def seed_rows(source: Path, jsonl: Path) -> None:

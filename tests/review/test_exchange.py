@@ -204,6 +204,7 @@ def test_sampled_comparison_names_the_call_and_the_element_where_outputs_differ(
     why, mismatch = compare_samples(ref, cand, [0, 1, 2, 3], 1e-4, 1e-4, 1 << 20, (4, 4), per_tensor=60)
     assert why.startswith("call 3, at 60 sampled positions") and mismatch.first_indices == [[1, 2, 3]], why
     assert mismatch.got == [-1.0] and mismatch.total == 60
+    assert why.endswith("(at (1, 2, 3) got -1, expected 35)"), why  # the values, for the user and the agents
     assert compare_samples(ref, cand, [0, 1, 3], 1e-4, 1e-4, 1 << 20, (4, 4), per_tensor=60) == (None, None)
     # a made-up call is caught at a few of its positions; a call whose outputs have another shape, by that
     write_outputs(cand / BATCH_OUTPUTS, [*good[:3], torch.zeros(3, 4, 5)])

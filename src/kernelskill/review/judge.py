@@ -51,12 +51,14 @@ from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, Timi
 from kernelskill.review.wire import Command
 
 JUDGE_TRIALS = 3  # trials on seeds only the judge knew
-# outputs of the candidate's batch compared, picked after it answered: at least BATCH_PICKS, and up to MAX_PICKS
-# while they take no more than PICK_BYTES a side. A runner that returns garbage from a fraction f of its calls (its
-# batch then looks faster) passes with probability (1 - f)^picks: 9% at a third with 6 picks, 2e-6 with 32
-BATCH_PICKS, MAX_PICKS, PICK_BYTES = 6, 32, 64 << 20
-# and every other call of it, at this many positions of each output tensor drawn after the fact (all of a smaller
-# one): a call that skipped its work is caught whatever the picks were, at a cost of reading a few KB a call
+# outputs of the candidate's batch compared whole, picked after it answered: at least BATCH_PICKS, and up to
+# MAX_PICKS while they take no more than PICK_BYTES a side; and every other call of it at SAMPLED_ELEMENTS positions
+# of each output tensor drawn after the fact (all of a smaller one), reading a few KB a call. A runner that skips
+# the work of a fraction f of its calls passed the picks alone with probability (1 - f)^picks (9% at a third with 6);
+# the samples catch each such call. Skipping a fraction g of each call's elements passes (1 - g)^(256 x calls): the
+# whole picks are left for sparse wrong elements, and at tens of MB a call three of them, not six, take a third off
+# what the judge compares while it holds the GPU with its 3 trials (1.9 s a review on CUDA-L1's level 2, H100)
+BATCH_PICKS, MAX_PICKS, PICK_BYTES = 3, 32, 64 << 20
 SAMPLED_ELEMENTS = 256
 DIGEST_CHECKS = 64  # calls of its batch whose outputs the judge holds to the digests the runner said (all, if fewer)
 BATCH_TARGET_S = {"cuda": 0.1, "cpu": 0.05}  # the reference's share of a batch: long against the judge's latency

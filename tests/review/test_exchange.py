@@ -213,3 +213,4 @@ def test_sampled_comparison_names_the_call_and_the_element_where_outputs_differ(
     write_outputs(cand / BATCH_OUTPUTS, [*good[:3], torch.zeros(3, 20)])
     why, _ = compare_samples(ref, cand, [3], 1e-4, 1e-4, 1 << 20, (4, 4), per_tensor=4)
     assert why == "call 4's outputs are float32 (3, 20), the reference's float32 (3, 4, 5)", why
+

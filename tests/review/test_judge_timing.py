@@ -417,3 +417,20 @@ def test_a_claim_the_batch_could_not_tell_from_a_lie_is_flagged():
     _, flags, batch = bound_timing(runner, ref, _walls(0.2, calls=2000), 2000)
     assert batch.confirmed and batch.fastest_confirmable_us > 200 / 1.5, batch
     assert not any(f.startswith("timing_unresolved") for f in flags), flags
+
+
+def test_the_judges_mismatch_is_shown_with_its_values():
+    # a candidate that passes its runner's own trials and fails the judge's: the terminal shows where and what
+    from rich.console import Console
+
+    from kernelskill.review.render import print_review
+    from kernelskill.review.results import Mismatch, ReviewResult
+
+    wrong = Mismatch(trial=57, output_index=0, reason="call 58, at 256 sampled positions: output 0: 256 of 256 "
+                     "elements outside atol=0.01, rtol=0.01", first_indices=[[3, 7]], got=[0.0], expected=[1.25])
+    result = ReviewResult(compiled=True, correct=False, stage="time", error="outputs of calls ...", error_kind="rejected",
+                          device="cuda", backend="cuda", judge_mismatch=wrong)
+    console = Console(record=True, width=300)
+    print_review(result, console)
+    assert "judge  first mismatches [3, 7]: got 0, expected 1.25" in console.export_text()
+    assert ReviewResult.model_validate_json(result.model_dump_json()).judge_mismatch == wrong

@@ -146,6 +146,9 @@ def test_a_batch_that_skips_a_few_of_its_calls_is_caught_whichever_calls_are_pic
     on = run_review(P01, "attacks/skip_in_batch.py", tmp_path / "on", guards=_guards(), **settings)
     assert not on.correct and on.checks and on.checks[0].name == "judge:batch-samples", (on.error, on.flags)
     assert "sampled positions" in on.error, on.error
+    # where: the call's output, its first wrong element and the values, in the result as well as the message
+    wrong = on.judge_mismatch
+    assert wrong is not None and wrong.first_indices and wrong.got and wrong.expected and wrong.got[0] == 0.0, wrong
 
 
 def test_reference_is_timed_where_the_candidate_never_ran(tmp_path):

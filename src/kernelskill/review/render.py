@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kernelskill.review.results import Precision, ReviewResult
+from kernelskill.review.results import Mismatch, Precision, ReviewResult
 
 
 def to_json(result: ReviewResult) -> str:
@@ -58,6 +58,10 @@ def verdict_line(r: ReviewResult) -> str:
     return f"[bold red]{label}[/] in stage [bold]{r.stage}[/]"
 
 
+def _pairs(m: Mismatch) -> str:
+    return ", ".join(f"{idx}: got {g:.5g}, expected {e:.5g}" for idx, g, e in zip(m.first_indices, m.got, m.expected))
+
+
 def print_review(result: ReviewResult, console: Console | None = None) -> None:
     console = console or Console()
     r = result
@@ -75,14 +79,14 @@ def print_review(result: ReviewResult, console: Console | None = None) -> None:
         table.add_row("verify", f"{v.passed}/{v.trials} trials passed (atol={v.atol:g}, rtol={v.rtol:g}); "
                       f"max abs error {v.max_abs_error:.3g}, max rel error {v.max_rel_error:.3g}")
         if v.mismatch is not None and v.mismatch.first_indices:
-            pairs = ", ".join(f"{idx}: got {g:.5g}, expected {e:.5g}" for idx, g, e in
-                              zip(v.mismatch.first_indices, v.mismatch.got, v.mismatch.expected))
-            table.add_row("", f"first mismatches {pairs}")
+            table.add_row("", f"first mismatches {_pairs(v.mismatch)}")
         if v.distributions:
             skipped = "".join(f"; {name} skipped: {why}" for name, why in v.skipped_distributions.items())
             skipped += "".join(f"; {name} MISMATCHED (not part of the verdict): {why}"
                                for name, why in v.failed_distributions.items())
             table.add_row("inputs", ", ".join(v.distributions) + skipped)
+    if r.judge_mismatch is not None and r.judge_mismatch.first_indices:
+        table.add_row("judge", f"first mismatches {_pairs(r.judge_mismatch)}")
     if r.precision is not None and (r.precision.compute_dtypes or r.precision.kernel_dtypes
                                     or r.precision.strict_tolerance_ok is not None):
         table.add_row("precision", precision_line(r.precision))

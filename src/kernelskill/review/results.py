@@ -358,6 +358,9 @@ class ReviewResult(BaseModel):
     sandbox: dict[str, SandboxLayer] = Field(default_factory=dict)  # network, filesystem, environment, user
     speed_of_light: SpeedOfLight | None = None  # on a GPU in the table, when the candidate was timed
     judge_batch: JudgeBatch | None = None  # when the judge timed the candidate
+    # the judge's first disagreement with the reference (its trials or its batch), where it decided the verdict; the
+    # runner's own trials keep theirs in `verify`
+    judge_mismatch: Mismatch | None = None
 
     @property
     def exit_code(self) -> ExitCode:

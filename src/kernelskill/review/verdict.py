@@ -15,7 +15,7 @@ from kernelskill.errors import ProblemError, SandboxError
 from kernelskill.review.judge import JudgeReport
 from kernelskill.review.precision import settle
 from kernelskill.review.processes import describe_exit
-from kernelskill.review.results import (Check, CompileResult, ErrorKind, JudgeBatch, PolicyResult,
+from kernelskill.review.results import (Check, CompileResult, ErrorKind, JudgeBatch, Mismatch, PolicyResult,
                                         Precision, SpeedOfLight, Stage, TimingResult)
 from kernelskill.review.rules import RuleSet
 from kernelskill.review.sandbox import WorkerOutcome
@@ -37,6 +37,7 @@ class Verdict:
     speed_of_light: SpeedOfLight | None = None
     policy: PolicyResult | None = None
     judge_batch: JudgeBatch | None = None
+    mismatch: Mismatch | None = None  # the judge's, where its comparison decided the verdict
 
     def fields(self) -> dict:
         """The ReviewResult fields this verdict decides."""
@@ -49,6 +50,8 @@ class Verdict:
             out.update(max_abs_error=self.max_abs_error, max_rel_error=self.max_rel_error)
         if self.compile is not None:
             out["compile"] = self.compile
+        if self.mismatch is not None:
+            out["judge_mismatch"] = self.mismatch
         if not self.figures:
             out.update(speedup=None, ref_ms=None, candidate_ms=None, speedup_vs_compile=None, compile_ms=None)
         elif self.timing is not None:
@@ -92,7 +95,8 @@ def _ending(seen: Seen, backend: str) -> Verdict:
     if outcome.awaiting and not report.ok:
         return Verdict(False, "time" if (report.check or "").startswith("judge:batch") else "verify", report.error_kind,
                        report.error, checks=(Check(name=report.check, detail=report.error),) if report.check else (),
-                       max_abs_error=report.max_abs_error, max_rel_error=report.max_rel_error, figures=False)
+                       max_abs_error=report.max_abs_error, max_rel_error=report.max_rel_error, figures=False,
+                       mismatch=report.mismatch)
     if outcome.awaiting:
         worst = (None, None) if report.max_abs_error is None else (
             max(report.max_abs_error, found.max_abs_error or 0.0),

@@ -157,7 +157,8 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
             "reduced_precision": bool(prec and prec.reduced_precision),
             "sol_ms": sol.sol_ms if sol else None, "pct_of_sol": sol.pct_of_sol if sol else None,
             # what the judge's batch measured: each side's pace, its walls, whether the claim was confirmed
-            "judge_batch": r.judge_batch.model_dump() if r.judge_batch else None}
+            "judge_batch": r.judge_batch.model_dump() if r.judge_batch else None,
+            "batch_cpu": os.environ.get("KERNELSKILL_BATCH_CPU")}  # both batches on one CPU (review/quiet.py)
 
 
 def seed_rows(source: Path, jsonl: Path) -> None:

@@ -270,7 +270,7 @@ def test_both_batches_run_while_the_builds_are_held_still_with_their_outputs_mem
         active = False
 
         @contextlib.contextmanager
-        def quiet(self):
+        def quiet(self, runner=None):
             Recorder.active = True
             try:
                 yield

@@ -222,7 +222,7 @@ def reference_batch(worker, ref: ReferenceRun, limit: float) -> None:
         worker, Command(name="reserve", seeds=draw_seeds(len(ref.batch_seeds)), reserve_bytes=ref.output_bytes), limit)
     if error:
         raise ReferenceFailed(f"making the reference's batch allocations failed: {error}")
-    with BUILDS.quiet():
+    with BUILDS.quiet(worker):
         ref.batch_walls, error, ref.said_calls_s, _ = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit,
                                                              ref.output_bytes, ref.mask_key)
     if error:
@@ -319,7 +319,7 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             cut, per_call_s = batch_cut(ref, runner_timing, calls, limits["time"])
             if turn is not None:  # one timed step until the reference's batch has run (or `finally` ends it)
                 turn.begin("timed")
-            with BUILDS.quiet():  # the builds of later candidates stopped while the batch runs (quiet.py)
+            with BUILDS.quiet(worker):  # the builds of later candidates stopped while the batch runs (quiet.py)
                 walls, error, said, digests = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut,
                                                      ref.output_bytes, ref.mask_key)
             began = time.perf_counter()

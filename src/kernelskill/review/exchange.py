@@ -375,8 +375,7 @@ def read_samples(path: str | Path, max_bytes: int, items: list[int], max_tensors
                     positions = choose(call, len(shapes) - 1, dtype, shape)
                     if positions is None or not len(positions):
                         return torch.empty(0, dtype=dtype)
-                    size = torch.empty(0, dtype=dtype).element_size()
-                    at = data_start + offset + positions[:, None] * size + np.arange(size)
+                    at = data_start + offset + positions[:, None] * dtype.itemsize + np.arange(dtype.itemsize)
                     return torch.from_numpy(held[0][at.reshape(-1)]).view(dtype)  # a copy: nothing keeps the map
 
                 out.append((_build(node, 1, layout, tensor), shapes))

@@ -13,6 +13,9 @@ while six compilers ran beside it. So:
 Windows from several reviews at once (several GPUs) overlap: the builds continue when the last one ends. A build
 that registers during a window is stopped at once. `KERNELSKILL_QUIET_BUILDS=0` turns both off (to measure what
 they change, side by side).
+
+The same window may also put the batch's runner on one CPU (`on_one_cpu`, `KERNELSKILL_BATCH_CPU`, off by default):
+an experiment on the launch pace's process-to-process moves (docs/h200/trust, session 15).
 """
 
 from __future__ import annotations

@@ -142,7 +142,8 @@ class _FakeRunner:
             for i, seed in enumerate(command.seeds):
                 write_outputs(folder / f"{i}.out", torch.full((4,), float(seed % 1000)) * 2)
         elif command.name == "prepare":
-            self.calls = len(command.seeds)
+            self.calls, self.graph_asked = len(command.seeds), command.graph
+            return CommandDone(name=command.name, info={"graph": command.graph}), 0.001
         elif command.name == "calls":  # the digests of what its commit writes
             digests = [digest(self._out(i)) for i in range(self.calls)]
             return CommandDone(name=command.name, info={"digests": digests}), 0.001
@@ -183,6 +184,45 @@ def test_the_reference_runs_its_batch_only_after_the_candidates_runner_is_dead(t
     assert reference_batch and min(reference_batch) > killed, events
     assert [e[1] for e in events if e[0] == "reference"] == ["reserve", "prepare", "calls", "commit", "killed"], events
     assert report.batch is not None and report.batch.reference_s["calls"] > 0
+
+
+def test_both_runners_are_asked_alike_for_a_graph_on_a_gpu_and_what_they_say_of_it_is_only_recorded(tmp_path,
+                                                                                                  monkeypatch):
+    # a batch replayed from a CUDA graph runs at the GPU's pace, an eager one at its launches': asked of one side
+    # only, it would put a small kernel at the ratio of a GPU time to a launch time (3-5x either way)
+    for graph in (True, False):
+        events: list = []
+        ref_worker = _FakeRunner("reference", events, tmp_path / str(graph) / "ref")
+        cand_worker = _FakeRunner("candidate", events, tmp_path / str(graph) / "cand")
+        report = _judged_on(tmp_path / str(graph), cand_worker, ref_worker, graph=graph)
+        assert report.ok, report.error
+        assert ref_worker.graph_asked is graph and cand_worker.graph_asked is graph
+        assert report.batch.graphs == {"reference": graph or None, "candidate": graph or None}
+    # decided once, by the judge: on a GPU unless switched off, never on a CPU or for a reference that keeps state
+    asked = {}
+    for device, switch in (("cuda", None), ("cuda", "off"), ("cpu", None)):
+        if switch:
+            monkeypatch.setenv(judge.GRAPHS, switch)
+        else:
+            monkeypatch.delenv(judge.GRAPHS, raising=False)
+        run = judge.reference_part(_FakeRunner("reference", [], tmp_path / device), tmp_path / device / "judge",
+                                   device, False, {"verify": 5, "time": 5})
+        asked[(device, switch)] = run.graph
+    assert asked == {("cuda", None): True, ("cuda", "off"): False, ("cpu", None): False}
+
+
+def _judged_on(tmp_path, cand_worker, ref_worker, graph: bool = False):
+    import torch
+
+    from kernelskill.review.exchange import BATCH_INPUTS, write_outputs
+    from kernelskill.review.judge import candidate_part
+
+    ref = ReferenceRun(folder=tmp_path / "ref" / "judge", trial_seeds=[], batch_seeds=list(range(10)),
+                       stats=TimingStats.from_samples([0.5] * 8), output_bytes=16, graph=graph)
+    (ref.folder / "batch").mkdir(parents=True)
+    write_outputs(ref.folder / "batch" / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(10)])
+    return candidate_part(cand_worker, ref, tmp_path / "cand" / "judge", 1e-4, 1e-4, {"verify": 5, "time": 5},
+                          _runner_timing([0.5] * 8, [0.5] * 8), ref_worker)
 
 
 def _judged_batch(tmp_path, calls: int, output_bytes: int, wrong: frozenset[int] = frozenset()):

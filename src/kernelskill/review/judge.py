@@ -21,6 +21,11 @@ verdict: this module establishes everything a candidate could want raised.
   the input file is masked with a key each runner gets only with `calls` (nothing to compute on in `prepare`), and
   `calls` ends with each call's digest, which the judge checks on DIGEST_CHECKS calls of what `commit` wrote
   (nothing left to compute there) (exchange.py).
+  Both runners are asked alike (GRAPHS) to capture their calls as one CUDA graph in `prepare` and replay it in
+  `calls`, where one call, captured and replayed, gives the eager call's bytes (worker/judged.capture): a small
+  kernel's calls then run at the GPU's pace, against which its event time can be confirmed, instead of at its
+  launches' (three times slower for a few microseconds of work), against which none could. The runner's choice
+  changes nothing the judge checks: the clock, the digests and the compared outputs are the same either way.
   Before its batch each runner makes, untimed, every allocation its `prepare` and `calls` will make (`reserve`; the
   candidate's before its input file is handed over), so neither side's calls pay the driver for memory the other's
   do not.
@@ -33,6 +38,7 @@ verdict: this module establishes everything a candidate could want raised.
 from __future__ import annotations
 
 import math
+import os
 import secrets
 import shutil
 import threading
@@ -49,6 +55,9 @@ from kernelskill.review.quiet import BUILDS
 from kernelskill.review.turns import Kind, Turn
 from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, TimingResult, TimingStats
 from kernelskill.review.wire import Command
+# the candidate's timing held to the batch, and its constants (re-exported: scripts and tests read them here)
+from kernelskill.review.judge_time import (PHASE_ABS_S, PHASE_TOL, REF_SLACK, UNRESOLVED_FACTOR,  # noqa: F401
+                                           WALL_ABS_S, WALL_TOL, _stats, bound_timing, fastest_confirmable)
 
 JUDGE_TRIALS = 3  # trials on seeds only the judge knew
 # outputs of the candidate's batch compared whole, picked after it answered: at least BATCH_PICKS, and up to
@@ -67,25 +76,10 @@ BATCH_TARGET_S = {"cuda": 0.1, "cpu": 0.05}  # the reference's share of a batch:
 # `commit` took 1.0-1.4 s of a review's median 3.4 s of GPU hold on the H100
 BATCH_BYTES = 1 << 30
 MIN_BATCH, MAX_BATCH = 3, 2000
-REF_SLACK = 0.05  # the candidate runner's reference may be this much slower than the reference runner's
-WALL_TOL = 0.3  # a candidate's calls may take this much longer by the judge's clock than by its own events
-# plus this much per batch: what the judge's own latency (pipes, process wake-ups) may differ between the two sides'
-# batches, beyond the reference's, which is subtracted. Over session 9's 53 confirmed honest timings on the H100
-# the candidate's calls overran its claim (plus WALL_TOL) by at most 0.39 ms a batch (docs/h200/trust, session 13);
-# at 2 ms, 21 of them would have been confirmed for claims 1.5x smaller as well, 5 for any claim; at 1 ms, 18 and 2
-WALL_ABS_S = 0.001
 OVERHEAD_CAP_S = 0.01  # the most of a batch's `calls` part taken for the judge's latency rather than calls
 # plus this much per GB of the batch's input file: unmasking it is in the part too (a draw and an XOR pass, about
 # 3 GB of device memory traffic a GB: a millisecond at an H200's 4.8 TB/s; 0.5 s on this project's 2-core CI host)
 UNMASK_S_PER_GB = {"cuda": 0.005, "cpu": 1.0}
-# A confirmed claim the batch would have confirmed this many times smaller as well is flagged: the judge's clock
-# could not tell it from a lie (a batch whose calls take a few milliseconds in all, against WALL_ABS_S)
-UNRESOLVED_FACTOR = 1.5
-PHASE_TOL, PHASE_ABS_S = 0.25, 0.005  # until session 14 the candidate's prepare and commit were allowed this much
-# longer than the reference's, the excess counted as its calls'. On a GPU their file transfers took 3 ms to 3.9 s
-# on the H100, and a quarter of that is more than the whole calls part of most level-1 batches (docs/h200/trust,
-# session 13): work moved there went unseen until the input file was masked and the outputs digested (module
-# docstring). Kept to read batches from before (fastest_confirmable, movable)
 BATCH_PARTS = ("prepare", "calls", "commit")
 # The candidate's batch is cut (verdict: timeout) when a part runs past this many times what its calls should take
 # at the slower of its own claimed pace and the reference's, plus a floor and a share for the bytes it moves: a
@@ -94,7 +88,9 @@ BATCH_PARTS = ("prepare", "calls", "commit")
 BATCH_CUT_FACTOR = 20.0
 BATCH_CUT_FLOOR_S = 5.0
 BATCH_CUT_S_PER_GB = 2.0
-MAX_SAMPLES = 100_000
+# Both runners capture their batch's calls as one CUDA graph and replay it (worker/judged.capture), where one call
+# replays to the eager call's bytes: set to "off" to run every batch eagerly
+GRAPHS = "KERNELSKILL_BATCH_GRAPH"
 
 
 @dataclass
@@ -115,7 +111,8 @@ class ReferenceRun:
     overhead_cap_s: float = OVERHEAD_CAP_S  # the most of the `calls` part taken for other than calls
     output_bytes: int = 0  # one call's outputs
     input_bytes: int = 0  # one call's inputs
-    said_calls_s: float = -1.0  # what the reference runner says its batch's calls loop took (a hint, never used)
+    said: dict = field(default_factory=dict)  # what its runner says of its batch (calls_s, graph): hints, never used
+    graph: bool = False  # whether both runners are asked to capture their batch's calls as a CUDA graph (GRAPHS)
     stateful: bool = False
     target_s: float = 0.05  # how long a batch should take on this device (BATCH_TARGET_S)
     error: str | None = None  # why the reference runner could not do its part (the review then fails closed)
@@ -171,6 +168,8 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
             run.error = f"checking whether the reference keeps state across calls failed: {error}"
             return run
         run.stateful = bool(info.get("stateful"))
+        # a graph replays recorded launches: the batch of a reference whose answers depend on its state stays eager
+        run.graph = device == "cuda" and not run.stateful and os.environ.get(GRAPHS, "on").strip().lower() != "off"
         info, run.seconds["reference_trials"], error = _run(
             worker, Command(name="outputs", seeds=run.trial_seeds, out_dir=str(folder / "trials")), limits["verify"])
     if error:
@@ -223,31 +222,34 @@ def reference_batch(worker, ref: ReferenceRun, limit: float) -> None:
     if error:
         raise ReferenceFailed(f"making the reference's batch allocations failed: {error}")
     with BUILDS.quiet(worker):
-        ref.batch_walls, error, ref.said_calls_s, _ = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit,
-                                                             ref.output_bytes, ref.mask_key)
+        ref.batch_walls, error, ref.said = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit,
+                                                  ref.output_bytes, ref.mask_key, ref.graph)
     if error:
         raise ReferenceFailed(f"the reference's batch failed: {error}")
 
 
-def _batch(worker, seeds: list[int], folder: Path, limit: float, reserve_bytes: int, key: int
-           ) -> tuple[dict[str, float], str | None, float, object]:
+def _batch(worker, seeds: list[int], folder: Path, limit: float, reserve_bytes: int, key: int, graph: bool = False
+           ) -> tuple[dict[str, float], str | None, dict]:
     """The batch's three parts, each timed by this process's clock and limited to `limit` seconds: ({part: seconds},
-    error, what the runner says its calls loop took: a hint for the record, never used, -1 when it said nothing,
-    the digests it said its calls' outputs have). A part that ran past its limit is the last in the dict, with its
-    seconds at or past the limit."""
+    error, what the runner says: its calls loop's seconds (-1: nothing), its calls' digests, whether it replayed
+    them as a graph: hints for the record, except the digests, which the judge holds the written outputs to). A part
+    that ran past its limit is the last in the dict, with its seconds at or past the limit."""
     walls: dict[str, float] = {}
-    said, digests = -1.0, None
+    said: dict = {"calls_s": -1.0, "digests": None, "graph": None}
     for part in BATCH_PARTS:
         command = Command(name=part, seeds=seeds if part == "prepare" else [],
-                          out_dir=None if part == "calls" else str(folder),
+                          out_dir=None if part == "calls" else str(folder), graph=graph and part == "prepare",
                           reserve_bytes=reserve_bytes if part == "prepare" else 0, key=key if part == "calls" else None)
         info, walls[part], error = _run(worker, command, limit)
+        if part == "prepare" and isinstance(info, dict) and graph:
+            said["graph"] = info.get("graph") is True
         if part == "calls" and isinstance(info, dict):
-            said = float(info["calls_s"]) if isinstance(info.get("calls_s"), (int, float)) else said
-            digests = info.get("digests")
+            if isinstance(info.get("calls_s"), (int, float)):
+                said["calls_s"] = round(float(info["calls_s"]), 6)
+            said["digests"] = info.get("digests")
         if error:
-            return walls, error, said, digests
-    return walls, None, said, digests
+            return walls, error, said
+    return walls, None, said
 
 
 def batch_cut(ref: ReferenceRun, runner_timing: TimingResult, calls: int, limit: float) -> tuple[float, float]:
@@ -260,17 +262,6 @@ def batch_cut(ref: ReferenceRun, runner_timing: TimingResult, calls: int, limit:
     moved_gb = calls * (ref.output_bytes + ref.input_bytes) / 1e9
     cut = BATCH_CUT_FLOOR_S + BATCH_CUT_S_PER_GB * moved_gb + BATCH_CUT_FACTOR * calls * per_call_s
     return min(limit, cut), per_call_s
-
-
-def _stats(raw) -> TimingStats | None:
-    """Stats recomputed from a runner's samples (its mean, median … are not taken as given); None if unusable."""
-    try:
-        samples = [float(s) for s in raw["samples_ms"]]
-    except (TypeError, KeyError, ValueError):
-        return None
-    if not samples or len(samples) > MAX_SAMPLES or not all(math.isfinite(s) and s > 0 for s in samples):
-        return None
-    return TimingStats.from_samples(samples)
 
 
 def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rtol: float,
@@ -320,8 +311,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             if turn is not None:  # one timed step until the reference's batch has run (or `finally` ends it)
                 turn.begin("timed")
             with BUILDS.quiet(worker):  # the builds of later candidates stopped while the batch runs (quiet.py)
-                walls, error, said, digests = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut,
-                                                     ref.output_bytes, ref.mask_key)
+                walls, error, said = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut,
+                                            ref.output_bytes, ref.mask_key, ref.graph)
             began = time.perf_counter()
             worker.kill(keep_scratch=True)  # nothing it started may touch the files, or run beside the reference
             report.seconds["judge_kill"] = time.perf_counter() - began
@@ -360,7 +351,7 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             if device_done is not None:
                 device_done()
             held = sorted(set(picks) | set(secrets.SystemRandom().sample(range(calls), min(DIGEST_CHECKS, calls))))
-            why = check_digests(cand_folder / "batch", digests, held, max_bytes * calls, calls)
+            why = check_digests(cand_folder / "batch", said["digests"], held, max_bytes * calls, calls)
             if why:
                 return _fail(report, "rejected", f"in the judge's batch, {why}: a call's work must be done inside "
                              "the timed calls, not while its outputs are written", check="judge:batch-digests")
@@ -373,7 +364,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             report.timing, flags, report.batch = bound_timing(runner_timing, ref, walls, calls)
             report.batch.checked_calls, report.batch.digests_checked = picks, len(held)
             report.batch.sampled_calls = len(rest)
-            report.batch.runner_calls_s = {"reference": round(ref.said_calls_s, 6), "candidate": round(said, 6)}
+            report.batch.runner_calls_s = {"reference": ref.said["calls_s"], "candidate": said["calls_s"]}
+            report.batch.graphs = {"reference": ref.said["graph"], "candidate": said["graph"]}
             report.flags += flags
     finally:
         if dying is not None:
@@ -412,84 +404,3 @@ def batch_calls(ref: ReferenceRun, runner_timing: TimingResult) -> int:
 def _fail(report: JudgeReport, kind: str, error: str, check: str | None = None) -> JudgeReport:
     report.ok, report.error_kind, report.error, report.check = False, kind, error, check
     return report
-
-
-def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float], calls: int
-                 ) -> tuple[TimingResult, list[str], JudgeBatch]:
-    """The runner's timing, recomputed from its samples and held to what the judge measured (module docstring).
-
-    Where the candidate's events are not confirmed, both sides are put at their pace in the batch, measured the same
-    way: a part's calls less the judge's latency, per call. (The reference at its runner's host time per call instead
-    would leave the candidate alone paying for what a batch adds to every call, the copy of its outputs.)"""
-    flags = []
-    runner_ref = _stats(timing.reference.model_dump()) or ref.stats
-    cand = _stats(timing.candidate.model_dump())
-    if cand is None:
-        raise RuntimeError("the candidate runner's timing samples are not usable")
-    ref_stats = runner_ref
-    if runner_ref.mean_ms > ref.stats.mean_ms * (1 + REF_SLACK):
-        flags.append(f"reference_slowed: beside the candidate the reference took {runner_ref.mean_ms * 1e3:.1f} us, "
-                     f"in a runner of its own {ref.stats.mean_ms * 1e3:.1f} us; the speedup uses the latter")
-        ref_stats = ref.stats
-    # the batch: the reference's `calls` part less its calls is what the part costs besides them (the judge's
-    # latency, the unmasking); the `prepare` and `commit` parts hold no work of the calls' (masked inputs, digested
-    # outputs) and are not counted: their file transfers' noise put an honest g01 kernel (256 MB a call) at 37x its
-    # pace on the H100 when they were
-    ref_call_s = max(ref.stats.median_ms, ref.host_ms or 0.0) / 1e3
-    # (capped: a reference batch slowed by a busy machine must not excuse the candidate's calls)
-    overhead_s = min(ref.overhead_cap_s, max(0.0, ref.batch_walls["calls"] - len(ref.batch_seeds) * ref_call_s))
-    # (the reference's parts held all its batch's calls; the candidate's as many as it ran: counted pro rata)
-    share = calls / len(ref.batch_seeds)
-    wall_call_s = max(0.0, walls["calls"] - overhead_s) / calls
-    ref_pace_s = max(ref_call_s, (ref.batch_walls["calls"] - overhead_s) / len(ref.batch_seeds))
-    claimed_s = cand.median_ms / 1e3
-    fields = {k: getattr(timing, k) for k in ("clock", "method", "warmup", "iters", "retimed", "group", "prefill_us",
-                                                "host_us", "spin_outrun")}
-    # at the pace of calls made back to back from Python: each side's pace in its batch, by the judge's clock (the
-    # runner's own figure, from its claimed host times, is never taken; host_us stays only as its hint)
-    fields["speedup_host_paced"] = round(ref_pace_s / wall_call_s, 4) if wall_call_s > 0 else None
-    confirmed = wall_call_s <= claimed_s * (1 + WALL_TOL) + WALL_ABS_S / calls
-    fastest_s, _ = fastest_confirmable(wall_call_s, calls, ref.batch_walls, walls, share)
-    if confirmed and claimed_s > UNRESOLVED_FACTOR * fastest_s:
-        flags.append(f"timing_unresolved: the judge's batch of {calls} calls took {walls['calls'] * 1e3:.2f} ms by "
-                     f"its clock, against {WALL_ABS_S * 1e3:g} ms allowed for its own latency: it would have "
-                     f"confirmed any event time down to {fastest_s * 1e6:.1f} us, and the runner's events say "
-                     f"{claimed_s * 1e6:.1f} us. The speedup rests on those events (below that, only the "
-                     "speed-of-light floor bounds them, where the device's peaks are known)")
-    if not confirmed:
-        flags.append(f"timing_unconfirmed: by the judge's clock the candidate's calls took {wall_call_s * 1e6:.1f} us "
-                     f"each in a batch of {calls}, its own events say {claimed_s * 1e6:.1f} us (work outside the "
-                     "timed region, launches slower than the GPU, or a runner that misreports); the speedup uses "
-                     "both sides' wall-clock pace")
-        cand = _scaled(cand, wall_call_s / claimed_s)
-        ref_stats = _scaled(ref_stats, max(1.0, ref_pace_s * 1e3 / ref_stats.median_ms))
-        fields["method"] += "; the candidate's event times were not confirmed by the judge's clock, so both sides " \
-                            "are scaled to their wall-clock pace in a batch of back-to-back calls"
-    result = TimingResult.of(ref_stats, cand, **fields)
-    if result.noisy:  # the noise verdict is the judge's, on the figures it kept; the runner's says nothing
-        flags.append(f"noisy_timing: {result.noisy_reason}")
-    from kernelskill.review.timing import compile_baseline
-
-    flags += compile_baseline(result, ref, wall_call_s * 1e3)
-    batch = JudgeBatch(calls=calls, reference_calls=len(ref.batch_seeds),
-                       reference_s={k: round(v, 6) for k, v in ref.batch_walls.items()},
-                       candidate_s={k: round(v, 6) for k, v in walls.items()}, overhead_us=round(overhead_s * 1e6, 1),
-                       reference_pace_us=round(ref_pace_s * 1e6, 3), candidate_pace_us=round(wall_call_s * 1e6, 3),
-                       claimed_us=round(claimed_s * 1e6, 3), confirmed=confirmed,
-                       fastest_confirmable_us=round(fastest_s * 1e6, 3))
-    return result, flags, batch
-
-
-def fastest_confirmable(pace_s: float, calls: int, ref_walls: dict[str, float], walls: dict[str, float],
-                        share: float, slack_s: float = WALL_ABS_S, movable: bool = False) -> tuple[float, float]:
-    """bound_timing's test solved for the claim: (the fastest event time a candidate whose batch ran at `pace_s` a
-    call would have had confirmed, the seconds of its prepare and commit still excused). `movable`: a batch from
-    before its input file was masked and its outputs digested, when a runner could move its calls' work into that
-    room unseen (their file transfers' share: tens of ms where the calls took one)."""
-    room_s = sum(max(0.0, ref_walls[p] * share * (1 + PHASE_TOL) + PHASE_ABS_S - walls[p])
-                 for p in ("prepare", "commit"))
-    return max(0.0, pace_s - (slack_s + (room_s if movable else 0.0)) / calls) / (1 + WALL_TOL), room_s
-
-
-def _scaled(stats: TimingStats, factor: float) -> TimingStats:
-    return TimingStats.from_samples([s * factor for s in stats.samples_ms])

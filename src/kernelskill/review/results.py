@@ -323,6 +323,9 @@ class JudgeBatch(BaseModel):
     sampled_calls: int = 0
     # what each runner says its calls loop took, seconds (a hint for diagnosis, never used: the judge's clock is)
     runner_calls_s: dict[str, float] = Field(default_factory=dict)
+    # whether each runner says it replayed its calls as a CUDA graph (None: not asked, on a CPU or a stateful problem;
+    # a hint for diagnosis, never used)
+    graphs: dict[str, bool | None] = Field(default_factory=dict)
 
 
 class ReviewResult(BaseModel):

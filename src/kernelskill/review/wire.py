@@ -170,6 +170,7 @@ class Command(_Wire):
     out_dir: str | None = None
     reserve_bytes: int = Field(default=0, ge=0, le=1 << 34)  # `reserve`, `prepare`: one call's outputs
     key: int | None = Field(default=None, ge=0, lt=1 << 63)  # `inputs`, `calls`: the batch's mask (exchange.py)
+    graph: bool = False  # `prepare`: capture the batch's calls as a CUDA graph where they replay exactly (judged.py)
 
 
 class CommandDone(_Wire):

@@ -113,8 +113,9 @@ def commands(channel: Channel, worker: Worker) -> bool:
             elif command.name == "stateful":
                 info = {"stateful": judged.stateful(worker, command.seeds[0])}
             elif command.name in ("reserve", "prepare"):
+                graph = {"graph": command.graph} if command.name == "prepare" else {}
                 info = judged.COMMANDS[command.name](worker, role, command.seeds, command.out_dir,
-                                                     command.reserve_bytes)
+                                                     command.reserve_bytes, **graph)
             elif command.name in ("inputs", "calls"):
                 info = judged.COMMANDS[command.name](worker, role, command.seeds, command.out_dir, command.key)
             else:

@@ -62,6 +62,7 @@ class Worker:
         self.batch_set_bytes = 0  # one input set of the batch, as the reference runner's `inputs` wrote it
         self.batch_buffer = None  # the batch's input sets, still masked until `calls` (exchange.read_batch)
         self.batch_words = 0  # the masked data region's length in 8-byte words
+        self.batch_graph = None  # the batch's calls captured by `prepare` (judged.capture), replayed by `calls`
 
     # inputs -------------------------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list:

@@ -237,10 +237,14 @@ def _same_bytes(torch, a, b) -> bool:
 
 
 def _settle(w: Worker) -> None:
-    """After a failed capture: the device's queue drained, so the eager calls start clean (a sticky error, the
-    candidate's own fault, surfaces again in them)."""
+    """After a failed capture: the device's queue drained and the runtime's last error read (a launch refused during
+    the capture must not fail the first eager call that checks for errors), so the eager calls start clean; a
+    sticky error, the candidate's own fault, surfaces again in them."""
     try:
         _sync(w)
+        cudart = w.torch.cuda.cudart()
+        if hasattr(cudart, "cudaGetLastError"):
+            cudart.cudaGetLastError()
     except Exception:  # noqa: BLE001
         pass
 

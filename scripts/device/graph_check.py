@@ -8,6 +8,7 @@ captures: a kernel launched on the legacy default stream (most `<<<...>>>` launc
 either breaks the capture or is left out of it. This measures which, task by task:
 
     python scripts/device/graph_check.py --corpus .devdata/corpus --out DIR [--level 1] [--tasks 19,20,21] [--budget 400]
+        [--per-thread]
 
 Each task runs in a child process of its own (the corpus's code, unconfined: this is a diagnostic for the GPU
 machine, never part of a review), one model at a time: `ref` (Model) and `new` (ModelNew). For each: the eager
@@ -39,9 +40,9 @@ def load(path: str, name: str):
     return mod
 
 
-def measure(torch, fn, sets: list) -> dict:
+def measure(torch, fn, sets: list, capture_stream=None) -> dict:
     """Eager pace, capture, replay pace and equality for one model over these input sets (put back before each
-    pass: a forward may write into its inputs)."""
+    pass: a forward may write into its inputs). `capture_stream`: the stream to capture on (torch's own else)."""
     out: dict = {}
     pristine = [[x.clone() if isinstance(x, torch.Tensor) else x for x in args] for args in sets]
 
@@ -70,7 +71,7 @@ def measure(torch, fn, sets: list) -> dict:
         torch.cuda.synchronize()
         out["eager_us"] = round((time.perf_counter() - began) / len(sets) * 1e6, 2)
         eager = block.clone()
-        side = torch.cuda.Stream()
+        side = capture_stream or torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # torch's advice: warm up on a side stream before capturing
             for i, args in enumerate(sets[:3]):
@@ -79,7 +80,7 @@ def measure(torch, fn, sets: list) -> dict:
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, stream=capture_stream):
                 for i, args in enumerate(sets):
                     block[i].copy_(fn(*args))
         except Exception as exc:  # noqa: BLE001 - the finding
@@ -109,7 +110,14 @@ def measure(torch, fn, sets: list) -> dict:
     return out
 
 
-def child(problem: str, kernel: str) -> dict:
+def child(problem: str, kernel: str, per_thread: bool = False) -> dict:
+    if per_thread:  # `<<<...>>>` launches that name no stream go to the per-thread default stream, which (unlike
+        # the legacy one) may be captured: the kernel built afresh with nvcc's flag, captured on that stream
+        import os
+        import tempfile
+
+        os.environ["NVCC_APPEND_FLAGS"] = "--default-stream per-thread"
+        os.environ["TORCH_EXTENSIONS_DIR"] = tempfile.mkdtemp(prefix="graph-check-ext-")
     import torch
 
     dev = torch.device("cuda")
@@ -126,7 +134,8 @@ def child(problem: str, kernel: str) -> dict:
         try:
             torch.manual_seed(0)
             model = make().to(dev)
-            row[side] = measure(torch, model, sets)
+            per_thread_stream = torch.cuda.ExternalStream(2) if per_thread else None  # cudaStreamPerThread
+            row[side] = measure(torch, model, sets, per_thread_stream)
         except Exception as exc:  # noqa: BLE001 - the finding
             row[side] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}", "trace": traceback.format_exc()[-400:]}
         torch.cuda.synchronize()
@@ -144,10 +153,12 @@ def main() -> None:
     p.add_argument("--tasks", default="", help="numeric prefixes, e.g. 19,20,21 (default: all the level's kernels)")
     p.add_argument("--budget", type=float, default=400.0, help="seconds; the tasks left wait for the next run")
     p.add_argument("--per-task", type=float, default=150.0, help="seconds a task's child may take (builds included)")
+    p.add_argument("--per-thread", action="store_true", help="build the kernels with nvcc's --default-stream "
+                   "per-thread and capture on that stream (rows go to graph_check_per_thread.jsonl)")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        print(json.dumps(child(*args.child)))
+        print(json.dumps(child(*args.child, per_thread=args.per_thread)))
         return
     if args.out is None:
         p.error("--out DIR is needed")
@@ -156,7 +167,7 @@ def main() -> None:
     wanted = {int(t) for t in args.tasks.split(",") if t.strip()}
     entries = [e for e in entries if not wanted or int(e["index"]) in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
-    rows_path = args.out / "graph_check.jsonl"
+    rows_path = args.out / ("graph_check_per_thread.jsonl" if args.per_thread else "graph_check.jsonl")
     done = {json.loads(line)["task"] for line in rows_path.read_text().splitlines()} if rows_path.exists() else set()
     deadline = time.monotonic() + args.budget
     with open(rows_path, "a") as f:
@@ -169,7 +180,8 @@ def main() -> None:
                 break
             try:
                 run = subprocess.run([sys.executable, __file__, "--child", str(args.corpus / e["problem"]),
-                                      str(args.corpus / e["kernel"])], capture_output=True, text=True,
+                                      str(args.corpus / e["kernel"])] + (["--per-thread"] if args.per_thread else []),
+                                     capture_output=True, text=True,
                                      timeout=args.per_task)
                 lines = run.stdout.strip().splitlines()
                 row = json.loads(lines[-1]) if run.returncode == 0 and lines else {"error": run.stderr[-400:]}

@@ -112,8 +112,9 @@ class _FakeRunner:
     """A runner that answers the judge's commands at once, writing real output files (y = 2x), and records what it
     was asked, in one log shared by both runners."""
 
-    def __init__(self, name: str, events: list, scratch: Path, wrong: frozenset[int] = frozenset()) -> None:
-        self.name, self.events, self.scratch, self.dead = name, events, scratch, False
+    def __init__(self, name: str, events: list, scratch: Path, wrong: frozenset[int] = frozenset(),
+                 timed_ms: float = 0.5) -> None:
+        self.name, self.events, self.scratch, self.dead, self.timed_ms = name, events, scratch, False, timed_ms
         self.wrong = wrong  # batch calls whose outputs it makes up (their digests say what it wrote)
 
     def _out(self, i: int):
@@ -151,6 +152,9 @@ class _FakeRunner:
             write_outputs(folder / BATCH_OUTPUTS, [self._out(i) for i in range(self.calls)])
         elif command.name == "inputs":
             write_outputs(folder / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(len(command.seeds))])
+        elif command.name == "time_reference":
+            samples = TimingStats.from_samples([self.timed_ms] * 8).model_dump(mode="json")
+            return CommandDone(name=command.name, info={"reference": samples, "host_ms": 0.01}), 0.001
         elif command.name == "reserve":  # its seeds, and whether the batch's inputs were in its folder by then
             self.reserved = (list(command.seeds), (self.scratch / "judge" / "batch" / BATCH_INPUTS).exists())
         return CommandDone(name=command.name), 0.001
@@ -198,17 +202,22 @@ def test_both_runners_are_asked_alike_for_a_graph_on_a_gpu_and_what_they_say_of_
         assert report.ok, report.error
         assert ref_worker.graph_asked is graph and cand_worker.graph_asked is graph
         assert report.batch.graphs == {"reference": graph or None, "candidate": graph or None}
-    # decided once, by the judge: on a GPU unless switched off, never on a CPU or for a reference that keeps state
+    # decided once, by the judge: on a GPU unless switched off, for calls of less than GRAPH_BELOW_MS on the GPU
+    # (what a graph saves is launch time), never on a CPU or for a reference that keeps state
     asked = {}
-    for device, switch in (("cuda", None), ("cuda", "off"), ("cpu", None)):
+    for device, switch, ms in (("cuda", None, 0.004), ("cuda", "off", 0.004), ("cpu", None, 0.004),
+                               ("cuda", None, 3.0)):
         if switch:
             monkeypatch.setenv(judge.GRAPHS, switch)
         else:
             monkeypatch.delenv(judge.GRAPHS, raising=False)
-        run = judge.reference_part(_FakeRunner("reference", [], tmp_path / device), tmp_path / device / "judge",
-                                   device, False, {"verify": 5, "time": 5})
-        asked[(device, switch)] = run.graph
-    assert asked == {("cuda", None): True, ("cuda", "off"): False, ("cpu", None): False}
+        runner = _FakeRunner("reference", [], tmp_path / f"{device}{switch}{ms}", timed_ms=ms)
+        run = judge.reference_part(runner, tmp_path / f"{device}{switch}{ms}" / "judge", device, True,
+                                   {"verify": 5, "time": 5})
+        assert run.error is None, run.error
+        asked[(device, switch, ms)] = run.graph
+    assert asked == {("cuda", None, 0.004): True, ("cuda", "off", 0.004): False, ("cpu", None, 0.004): False,
+                     ("cuda", None, 3.0): False}
 
 
 def _judged_on(tmp_path, cand_worker, ref_worker, graph: bool = False):

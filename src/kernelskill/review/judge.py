@@ -91,6 +91,10 @@ BATCH_CUT_S_PER_GB = 2.0
 # Both runners capture their batch's calls as one CUDA graph and replay it (worker/judged.capture), where one call
 # replays to the eager call's bytes: set to "off" to run every batch eagerly
 GRAPHS = "KERNELSKILL_BATCH_GRAPH"
+# only for calls shorter than this on the GPU (by the reference runner's events): what a graph saves is launch time,
+# tens of microseconds a call, and a longer call's batch is short and its outputs large (a graph's memory pool holds
+# its outputs beside the blocks `prepare` keeps: 26 GB for CUDA-L1's L2/34, whose calls take milliseconds)
+GRAPH_BELOW_MS = 1.0
 
 
 @dataclass
@@ -168,8 +172,6 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
             run.error = f"checking whether the reference keeps state across calls failed: {error}"
             return run
         run.stateful = bool(info.get("stateful"))
-        # a graph replays recorded launches: the batch of a reference whose answers depend on its state stays eager
-        run.graph = device == "cuda" and not run.stateful and os.environ.get(GRAPHS, "on").strip().lower() != "off"
         info, run.seconds["reference_trials"], error = _run(
             worker, Command(name="outputs", seeds=run.trial_seeds, out_dir=str(folder / "trials")), limits["verify"])
     if error:
@@ -193,6 +195,9 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
         run.error = "the reference runner's timing was not usable"
         return run
     per_call_s = max(run.stats.median_ms, run.host_ms or 0.0) / 1e3
+    # a graph replays recorded launches: the batch of a reference whose answers depend on its state stays eager
+    run.graph = (device == "cuda" and not run.stateful and run.stats.median_ms < GRAPH_BELOW_MS
+                 and os.environ.get(GRAPHS, "on").strip().lower() != "off")
     run.input_bytes = int(info.get("input_bytes", 0))
     size = BATCH_BYTES // max(1, 2 * run.output_bytes + run.input_bytes)
     count = min(MAX_BATCH, size, max(MIN_BATCH, math.ceil(BATCH_TARGET_S[device] / max(per_call_s, 1e-7))))

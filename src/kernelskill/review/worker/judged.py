@@ -150,15 +150,20 @@ def prepare(w: Worker, role: str, seeds: list[int], out_dir: str, reserve_bytes:
     that the caching allocator holds it: the timed calls then ask the driver for none. Without it a fresh runner's
     calls made a cudaMalloc every few calls, and the paces of two runners of the same elementwise op differed by up
     to 3x on the H200. With `graph` (the judge asks both runners alike) the calls are captured here (`capture`)."""
+    why = None
     with _no_collection():
         w.batch_graph = None
         w.batch_sets, w.batch_buffer, w.batch_words = read_batch(Path(out_dir) / BATCH_INPUTS, len(seeds), w.device)
         w.batch_outputs = []
-        _hold(w, [w.batch_words * 8, reserve_bytes * len(seeds), reserve_bytes])
+        if graph:
+            why = capture(w, role) if w.device.type == "cuda" else "no CUDA graphs on a CPU"
+        # after any capture, which gives the caching allocator's blocks back (torch.cuda.graph does); a replayed
+        # batch keeps its outputs in the graph's own pool and needs only the mask's block
+        kept = [] if w.batch_graph is not None else [reserve_bytes * len(seeds), reserve_bytes]
+        _hold(w, [w.batch_words * 8, *kept])
         _sync(w)
-        if not graph:
-            return {"sets": len(w.batch_sets)}
-        why = capture(w, role) if w.device.type == "cuda" else "no CUDA graphs on a CPU"
+    if not graph:
+        return {"sets": len(w.batch_sets)}
     return {"sets": len(w.batch_sets), "graph": w.batch_graph is not None, **({"graph_note": why} if why else {})}
 
 
@@ -185,6 +190,7 @@ def capture(w: Worker, role: str) -> str | None:
     and replayed, gives the eager call's bytes exactly; else, or when the capture fails (a launch on the legacy
     default stream, a host synchronization), the batch runs eagerly as before. Returns why not (None: captured)."""
     torch = w.torch
+    before = torch.cuda.current_stream(w.device)
     try:
         with torch.no_grad():
             fn = _forward(w, role)
@@ -197,6 +203,7 @@ def capture(w: Worker, role: str) -> str | None:
                 for i, args in enumerate(w.batch_sets):
                     kept.add(i, fn(args))
     except Exception as exc:  # noqa: BLE001 - the calls run eagerly instead, where an error counts
+        torch.cuda.set_stream(before)  # a capture that failed to end leaves its own stream current (torch's exit)
         _settle(w)
         return f"the capture failed: {type(exc).__name__}: {str(exc)[:300]}"
     w.batch_graph = (graph, kept)

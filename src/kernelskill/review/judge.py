@@ -21,7 +21,7 @@ verdict: this module establishes everything a candidate could want raised.
   the input file is masked with a key each runner gets only with `calls` (nothing to compute on in `prepare`), and
   `calls` ends with each call's digest, which the judge checks on DIGEST_CHECKS calls of what `commit` wrote
   (nothing left to compute there) (exchange.py).
-  Both runners are asked alike (GRAPHS) to capture their calls as one CUDA graph in `prepare` and replay it in
+  With GRAPHS on, both runners are asked alike to capture their calls as one CUDA graph in `prepare` and replay it in
   `calls`, where one call, captured and replayed, gives the eager call's bytes (worker/judged.capture): a small
   kernel's calls then run at the GPU's pace, against which its event time can be confirmed, instead of at its
   launches' (three times slower for a few microseconds of work), against which none could. The runner's choice
@@ -88,8 +88,9 @@ BATCH_PARTS = ("prepare", "calls", "commit")
 BATCH_CUT_FACTOR = 20.0
 BATCH_CUT_FLOOR_S = 5.0
 BATCH_CUT_S_PER_GB = 2.0
-# Both runners capture their batch's calls as one CUDA graph and replay it (worker/judged.capture), where one call
-# replays to the eager call's bytes: set to "off" to run every batch eagerly
+# "on": both runners capture their batch's calls as one CUDA graph and replay it (worker/judged.capture), where one
+# call replays to the eager call's bytes. Off by default until a GPU run has measured it (written in a session the
+# device tool lent no GPU): the spread of host-bound figures with it on and off, and that no honest kernel is lost
 GRAPHS = "KERNELSKILL_BATCH_GRAPH"
 # only for calls shorter than this on the GPU (by the reference runner's events): what a graph saves is launch time,
 # tens of microseconds a call, and a longer call's batch is short and its outputs large (a graph's memory pool holds
@@ -197,7 +198,7 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     per_call_s = max(run.stats.median_ms, run.host_ms or 0.0) / 1e3
     # a graph replays recorded launches: the batch of a reference whose answers depend on its state stays eager
     run.graph = (device == "cuda" and not run.stateful and run.stats.median_ms < GRAPH_BELOW_MS
-                 and os.environ.get(GRAPHS, "on").strip().lower() != "off")
+                 and os.environ.get(GRAPHS, "off").strip().lower() == "on")
     run.input_bytes = int(info.get("input_bytes", 0))
     size = BATCH_BYTES // max(1, 2 * run.output_bytes + run.input_bytes)
     count = min(MAX_BATCH, size, max(MIN_BATCH, math.ceil(BATCH_TARGET_S[device] / max(per_call_s, 1e-7))))

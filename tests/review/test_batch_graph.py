@@ -1,0 +1,131 @@
+"""The runner's side of a batch replayed as a CUDA graph (review/worker/judged.py `capture`), with torch.cuda played
+by a stand-in that behaves as torch's does where it matters here: `torch.cuda.graph` empties the caching allocator
+on entry, and a capture that fails to end leaves its own stream current. The calls themselves are real CPU torch.
+What runs on a GPU is in docs/h200/trust."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from kernelskill.review.worker import judged
+
+
+class _Stream(str):
+    def wait_stream(self, other) -> None:
+        pass
+
+
+class _Cuda:
+    """torch.cuda as far as capture() uses it; `fail_end`: the capture's end raises (torch's capture_end on an
+    invalidated capture), before torch would put the stream back."""
+
+    def __init__(self, fail_end: bool = False) -> None:
+        self.fail_end, self.current, self.log = fail_end, _Stream("default"), []
+
+    def current_stream(self, device=None):
+        return self.current
+
+    def set_stream(self, stream) -> None:
+        self.current = stream
+
+    def synchronize(self, device=None) -> None:
+        pass
+
+    def Stream(self, device=None):  # noqa: N802 - torch's name
+        return _Stream("side")
+
+    @contextmanager
+    def stream(self, stream):
+        before, self.current = self.current, stream
+        yield
+        self.current = before
+
+    def CUDAGraph(self):  # noqa: N802
+        return SimpleNamespace(replay=lambda: self.log.append("replay"))
+
+    def graph(self, g):
+        cuda = self
+
+        class _Capture:  # the body runs as it is captured (a stand-in records nothing to replay)
+            def __enter__(self):
+                cuda.log.append("cache emptied")
+                self.before, cuda.current = cuda.current, _Stream("capture")
+
+            def __exit__(self, *exc):
+                if cuda.fail_end:
+                    raise RuntimeError("operation not permitted when stream is capturing")
+                cuda.current = self.before
+                return False
+
+        return _Capture()
+
+    def cudart(self):
+        return SimpleNamespace(cudaGetLastError=lambda: self.log.append("last error read"))
+
+
+def _worker(monkeypatch, cuda: _Cuda, forward, sets: int = 4):
+    fake_torch = SimpleNamespace(no_grad=torch.no_grad, empty=torch.empty, equal=torch.equal, uint8=torch.uint8,
+                                 cuda=cuda)
+    w = SimpleNamespace(torch=fake_torch, device=SimpleNamespace(type="cuda"), batch_graph=None, batch_outputs=[],
+                        ref_model=SimpleNamespace(to=lambda device: None), run_reference=forward,
+                        make_inputs=lambda seed: [torch.arange(4.0)], copy_args=lambda a: [x.clone() for x in a])
+    batch = [[torch.full((4,), float(i))] for i in range(sets)]
+    monkeypatch.setattr(judged, "read_batch", lambda path, count, device: (batch, torch.zeros(0, dtype=torch.uint8), 0))
+    monkeypatch.setattr(judged, "_hold", lambda w, sizes: cuda.log.append(("held", tuple(sizes))))
+    return w
+
+
+def test_a_capture_that_fails_leaves_the_batch_eager_on_the_default_stream_with_its_blocks_held(monkeypatch, tmp_path):
+    # torch.cuda.graph empties the allocator's cache on entry and, when capture_end raises, never puts the stream
+    # back: the eager calls would then run on the capture's stream and pay cudaMalloc inside the timed part
+    # (60-130 ms a side on the H100 when only one side's blocks were cached)
+    cuda = _Cuda(fail_end=True)
+    w = _worker(monkeypatch, cuda, lambda args: args[0] * 2)
+    info = judged.prepare(w, "reference", [1, 2, 3, 4], str(tmp_path), reserve_bytes=16, graph=True)
+    assert info["graph"] is False and "capture failed" in info["graph_note"], info
+    assert w.batch_graph is None and cuda.current == "default"
+    held = [i for i, e in enumerate(cuda.log) if isinstance(e, tuple)]
+    assert held and held[-1] > max(i for i, e in enumerate(cuda.log) if e == "cache emptied"), cuda.log
+    assert cuda.log[held[-1]] == ("held", (0, 64, 16)) and "last error read" in cuda.log
+
+
+def test_a_replay_that_differs_from_the_eager_call_leaves_the_batch_eager(monkeypatch, tmp_path):
+    calls = []
+
+    def drifting(args):  # a forward whose answer depends on how often it ran
+        calls.append(1)
+        return args[0] + len(calls)
+
+    cuda = _Cuda()
+    w = _worker(monkeypatch, cuda, drifting)
+    info = judged.prepare(w, "reference", [1, 2, 3, 4], str(tmp_path), reserve_bytes=16, graph=True)
+    assert info["graph"] is False and "differ" in info["graph_note"], info
+    assert w.batch_graph is None and cuda.log[-1] == ("held", (0, 64, 16))
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_a_captured_batch_is_replayed_once_and_its_outputs_kept_as_the_eager_ones_would_be(monkeypatch, tmp_path,
+                                                                                          asked):
+    ran = []
+
+    def forward(args):
+        ran.append(1)
+        return args[0] * 2
+
+    cuda = _Cuda()
+    w = _worker(monkeypatch, cuda, forward)
+    info = judged.prepare(w, "reference", [1, 2, 3, 4], str(tmp_path), reserve_bytes=16, graph=asked)
+    assert info.get("graph", None) is (True if asked else None), info
+    before, replays = len(ran), cuda.log.count("replay")  # (the one-call check's replay among them)
+    said = judged.calls(w, "reference", [], None, key=1)
+    assert cuda.log.count("replay") - replays == (1 if asked else 0)
+    assert len(ran) == before + (0 if asked else 4)  # a replay calls no forward
+    assert [t.tolist() for t in w.batch_outputs] == [[2.0 * i] * 4 for i in range(4)]
+    assert len(said["digests"]) == 4
+    # a replayed batch keeps its outputs in the graph's pool: only the mask's block is held for it
+    assert cuda.log[[i for i, e in enumerate(cuda.log) if isinstance(e, tuple)][-1]] == \
+        (("held", (0,)) if asked else ("held", (0, 64, 16)))

@@ -189,6 +189,17 @@ def paced(row: dict) -> float | None:
                       host.get("candidate", 0) / 1e3)[0]
 
 
+def judged(row: dict) -> str:
+    """How the judge's batch went for one review: its pace confirmed the candidate's events or not, and how each
+    side says it ran its calls (g: a CUDA graph, e: eager where a graph was asked, -: not asked)."""
+    batch = row.get("judge_batch") or {}
+    if not batch:
+        return ""
+    graphs = batch.get("graphs") or {}
+    ran = "/".join({True: "g", False: "e"}.get(graphs.get(side), "-") for side in ("reference", "candidate"))
+    return f"{'confirmed' if batch.get('confirmed') else 'unconfirmed'}, graphs {ran}"
+
+
 def table(rows: list[dict], tasks: list[dict], protocols: tuple[str, ...] = PROTOCOLS) -> None:
     def spread(task: str, protocol: str, condition: str) -> float | None:
         xs = [reported(r) for r in rows if (r["task"], r["protocol"], r["condition"]) == (task, protocol, condition)
@@ -198,7 +209,8 @@ def table(rows: list[dict], tasks: list[dict], protocols: tuple[str, ...] = PROT
     cols = [f"{p} {c}" for p in protocols for c in CONDITIONS]
     main = protocols[-1]  # the figure, paced and noisy columns: of the last protocol named
     print(f"{'task':44s} {'eager us':>9s} " + " ".join(f"{c:>13s}" for c in cols)
-          + f" {main[:6] + ' x':>8s} {'paced x':>7s} {'noisy':>5s} {'strict':>6s} {'reduced':>7s} {'floor us':>9s} {'%floor':>7s}")
+          + f" {main[:6] + ' x':>8s} {'paced x':>7s} {'noisy':>5s} {'conf':>5s} {'strict':>6s} {'reduced':>7s} "
+          f"{'floor us':>9s} {'%floor':>7s}")
     met = {p: [0, 0] for p in protocols}
     unfinished: dict[str, list[str]] = {p: [] for p in protocols}  # timed, but not yet in both conditions
     for t in tasks:
@@ -212,10 +224,12 @@ def table(rows: list[dict], tasks: list[dict], protocols: tuple[str, ...] = PROT
         figure = statistics.median(reported(r) for r in robust) if robust else None
         paces = [x for x in map(paced, robust) if x]
         pace = statistics.median(paces) if paces else None
+        batches = [r["judge_batch"] for r in robust if r.get("judge_batch")]  # confirmed of the judged reviews
+        conf = f"{sum(1 for b in batches if b.get('confirmed'))}/{len(batches)}" if batches else "-"
         print(f"{t['task'][:44]:44s} {t['eager_ms'] * 1e3:9.1f} "
               + " ".join(f"{x:13.3f}" if x else f"{'-':>13s}" for x in cells)
               + (f" {figure:8.3f}" if figure else f" {'-':>8s}") + (f" {pace:7.2f}" if pace else f" {'-':>7s}")
-              + f" {noisy:5d} {str(last['strict_ok'])[:6]:>6s} {str(last['reduced_precision'])[:7]:>7s} "
+              + f" {noisy:5d} {conf:>5s} {str(last['strict_ok'])[:6]:>6s} {str(last['reduced_precision'])[:7]:>7s} "
               + (f"{last['sol_ms'] * 1e3:9.2f} " if last.get("sol_ms") else f"{'-':>9s} ")
               + (f"{last['pct_of_sol']:7.2f}" if last.get("pct_of_sol") else f"{'-':>7s}")
               + ("" if last["correct"] else f"  not correct: {last['error'][:90]}"))
@@ -320,6 +334,7 @@ def main() -> int:
                 print(f"{condition} {protocol} {t['task']} #{repeat}: "
                       f"{reported(row) or float('nan'):.3f}x in {row['wall_s']:.1f} s"
                       + (f" noisy ({row['noisy']})" if row["noisy"] else "")
+                      + (f" ({judged(row)})" if judged(row) else "")
                       + ("" if row["correct"] else f" NOT CORRECT: {row['error'][:120]}")
                       + f" [{len(rows)} done, {left:.0f} s of the budget left]", flush=True)
     if stopped:

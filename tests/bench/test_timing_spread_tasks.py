@@ -99,3 +99,11 @@ def test_a_fresh_machine_resumes_from_committed_rows(tmp_path, monkeypatch, caps
     out = capsys.readouterr().out
     assert "rows seeded from" in out and ": 6" in out
     assert len((tmp_path / "out" / "timing_spread.jsonl").read_text().splitlines()) == 6
+
+
+def test_a_rows_judged_batch_says_whether_its_pace_confirmed_the_events_and_how_each_side_ran():
+    # what tells an A/B of the graph batch apart in the table: confirmed or not, graph or eager on each side
+    assert spread.judged({"judge_batch": None}) == ""
+    row = {"judge_batch": {"confirmed": True, "graphs": {"reference": True, "candidate": False}}}
+    assert spread.judged(row) == "confirmed, graphs g/e"
+    assert spread.judged({"judge_batch": {"confirmed": False, "graphs": {}}}) == "unconfirmed, graphs -/-"

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelskill.review.exchange import (BATCH_INPUTS, BATCH_OUTPUTS, digest, padded, read_batch, unmask,
-                                         word_sums, wrap64, write_outputs)
+from kernelskill.review.exchange import (BATCH_INPUTS, BATCH_OUTPUTS, _bytes, digest, padded, read_batch,
+                                         unmask, word_sums, wrap64, write_outputs)
 from kernelskill.review.worker.checks import map_tensors
 
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def _replays_exactly(w: Worker, fn) -> str | None:
 def _same_bytes(torch, a, b) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+    return torch.equal(_bytes(a.contiguous()), _bytes(b.contiguous()))
 
 
 def _settle(w: Worker) -> None:

@@ -4,14 +4,14 @@
 #     from no rows (session 15's, in .devdata/spread, are set aside: spread.sh resumes from them), BUDGET_S each
 #  2. with it on: the trust cases that exercise a capture (Triton, legacy-stream CUDA, a side stream) and the
 #     sampled comparison's attack
-# Carry .whl and .devdata. Each review's line says confirmed or not and graph or eager on each side (g/e).
+# MODES="on" runs only the first part's "on" half. Carry .whl and .devdata. Each review's line says confirmed or not and graph or eager on each side (g/e).
 source "$(dirname "$0")/setup.sh"
 budget=${1:?graph_ab.sh BUDGET_S [TASKS]}
 tasks=${2:-L1/21,L1/19,L1/22,L1/25,L1/28,L1/24,L1/67}
 [ -d .devdata/spread ] && mv .devdata/spread /tmp/spread_set_aside
 nvidia-smi --query-gpu=name --format=csv,noheader
 O=$OUT
-for mode in on off; do
+for mode in ${MODES:-on off}; do
     echo "== KERNELSKILL_BATCH_GRAPH=$mode"
     KERNELSKILL_BATCH_GRAPH=$mode OUT=$O/$mode bash scripts/device/spread.sh "$budget" --protocols robust \
         --only "$tasks" 2>&1 | grep -v "^prebuild" | tail -$((${#tasks} / 3 + 14))

@@ -1,15 +1,19 @@
 """The runner's side of a batch replayed as a CUDA graph (review/worker/judged.py `capture`), with torch.cuda played
 by a stand-in that behaves as torch's does where it matters here: `torch.cuda.graph` empties the caching allocator
-on entry, and a capture that fails to end leaves its own stream current. The calls themselves are real CPU torch.
-What runs on a GPU is in docs/h200/trust."""
+on entry, a capture that fails to end leaves its own stream current, and a graph replays the tensor operations made
+during its capture on the tensors they were made on (recorded below the Python level, as CUDA records launches),
+while work done outside the recording (a kernel launched on the legacy default stream) ran once, at the capture,
+and is not replayed. The calls themselves are real CPU torch. What runs on a GPU is in docs/h200/trust."""
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from kernelskill.review.worker import judged
 
@@ -17,6 +21,28 @@ from kernelskill.review.worker import judged
 class _Stream(str):
     def wait_stream(self, other) -> None:
         pass
+
+
+class _Recorder(TorchDispatchMode):
+    """The operations a capture records, run as they are recorded; `replay` runs them again, writing each result
+    into the tensor the capture's run returned (a graph's fixed addresses). Allocations are not replayed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if any(isinstance(a, torch.Tensor) for a in args):
+            self.ops.append((func, args, kwargs, out))
+        return out
+
+    def replay(self) -> None:
+        for func, args, kwargs, out in self.ops:
+            new = func(*args, **kwargs)
+            if isinstance(out, torch.Tensor) and new.data_ptr() != out.data_ptr():
+                out.copy_(new)
 
 
 class _Cuda:
@@ -45,17 +71,26 @@ class _Cuda:
         self.current = before
 
     def CUDAGraph(self):  # noqa: N802
-        return SimpleNamespace(replay=lambda: self.log.append("replay"))
+        g = SimpleNamespace(recorder=_Recorder())
+
+        def replay():
+            self.log.append("replay")
+            g.recorder.replay()
+
+        g.replay = replay
+        return g
 
     def graph(self, g):
         cuda = self
 
-        class _Capture:  # the body runs as it is captured (a stand-in records nothing to replay)
+        class _Capture:  # the body runs as it is captured, and is recorded to be replayed
             def __enter__(self):
                 cuda.log.append("cache emptied")
                 self.before, cuda.current = cuda.current, _Stream("capture")
+                g.recorder.__enter__()
 
             def __exit__(self, *exc):
+                g.recorder.__exit__(*exc)
                 if cuda.fail_end:
                     raise RuntimeError("operation not permitted when stream is capturing")
                 cuda.current = self.before
@@ -68,11 +103,12 @@ class _Cuda:
 
 
 def _worker(monkeypatch, cuda: _Cuda, forward, sets: int = 4):
-    fake_torch = SimpleNamespace(no_grad=torch.no_grad, empty=torch.empty, equal=torch.equal, uint8=torch.uint8,
+    fresh = itertools.count(100)  # every fresh input set differs from the one before
+    fake_torch = SimpleNamespace(no_grad=torch.no_grad, empty=torch.empty, Tensor=torch.Tensor, equal=torch.equal, uint8=torch.uint8,
                                  cuda=cuda)
     w = SimpleNamespace(torch=fake_torch, device=SimpleNamespace(type="cuda"), batch_graph=None, batch_outputs=[],
                         ref_model=SimpleNamespace(to=lambda device: None), run_reference=forward,
-                        make_inputs=lambda seed: [torch.arange(4.0)], copy_args=lambda a: [x.clone() for x in a])
+                        make_inputs=lambda seed: [torch.arange(4.0) + next(fresh)], copy_args=lambda a: [x.clone() for x in a])
     batch = [[torch.full((4,), float(i))] for i in range(sets)]
     monkeypatch.setattr(judged, "read_batch", lambda path, count, device: (batch, torch.zeros(0, dtype=torch.uint8), 0))
     monkeypatch.setattr(judged, "_hold", lambda w, sizes: cuda.log.append(("held", tuple(sizes))))
@@ -129,3 +165,19 @@ def test_a_captured_batch_is_replayed_once_and_its_outputs_kept_as_the_eager_one
     # a replayed batch keeps its outputs in the graph's pool: only the mask's block is held for it
     assert cuda.log[[i for i, e in enumerate(cuda.log) if isinstance(e, tuple)][-1]] == \
         (("held", (0,)) if asked else ("held", (0, 64, 16)))
+
+
+def test_a_kernel_that_ran_at_the_capture_but_is_not_in_the_graph_leaves_the_batch_eager(monkeypatch, tmp_path):
+    # a `<<<>>>` launch on the legacy default stream beside torch's non-blocking capture stream runs at once and is
+    # not captured: replayed on the inputs it was captured on, the graph "gives" the eager call's bytes from the
+    # capture's own run. On the H100 (session 17) an honest CUDA g01 candidate passed that check, and its replayed
+    # batch, which computed nothing, failed the judge's comparison
+    def legacy_stream(args):
+        with _disable_current_modes():
+            return args[0] * 2
+
+    cuda = _Cuda()
+    w = _worker(monkeypatch, cuda, legacy_stream)
+    info = judged.prepare(w, "reference", [1, 2, 3, 4], str(tmp_path), reserve_bytes=16, graph=True)
+    assert info["graph"] is False and "differ" in info["graph_note"], info
+    assert w.batch_graph is None

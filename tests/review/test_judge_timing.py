@@ -68,6 +68,30 @@ def test_an_unconfirmed_candidate_is_compared_at_both_sides_pace_in_the_batch():
     assert 1.9 < result.speedup_median < 2.1, result.speedup_median
 
 
+def test_a_graph_replayed_reference_batch_excuses_what_a_replay_adds_to_each_call_and_an_eager_one_does_not():
+    # CUDA-L1's L1/21 (Sigmoid) on the H100, session 17, both batches replayed as graphs: 341 calls, events 3.7 us
+    # (reference) and 3.9 us (candidate), the reference's launches 24 us a call; the parts took 2.94 ms and 3.62 ms
+    # by the judge's clock (8.6 and 10.6 us a call: the outputs' copies, the gaps between kernels, the latency).
+    # Floored at the host time, the reference's part held no overhead and the candidate went unconfirmed at 10.6 us
+    ref = _reference([0.0037] * 8, calls=341)
+    ref.host_ms, ref.batch_walls["calls"], ref.graph, ref.said = 0.024, 2.944e-3, True, {"graph": True}
+    runner = _runner_timing([0.0037] * 8, [0.00388] * 8)
+    result, flags, batch = bound_timing(runner, ref, _walls(3.615e-3 * 1e3 / 341, calls=341), 341)
+    assert batch.confirmed and not any(f.startswith("timing_unconfirmed") for f in flags), (batch, flags)
+    assert abs(result.speedup_median - 0.0037 / 0.00388) < 0.01
+    # a candidate that under-reports its events 3x is not confirmed by the same batch
+    runner = _runner_timing([0.0037] * 8, [0.0013] * 8)
+    _, flags, batch = bound_timing(runner, ref, _walls(3.615e-3 * 1e3 / 341, calls=341), 341)
+    assert not batch.confirmed, batch
+    # an eager reference batch (its runner did not replay a graph, or was not asked) keeps the host-time floor:
+    # the launches are part of its calls, not of the judge's latency
+    for graph, said in ((True, {"graph": False}), (False, {})):
+        ref.graph, ref.said = graph, said
+        runner = _runner_timing([0.0037] * 8, [0.00388] * 8)
+        _, flags, batch = bound_timing(runner, ref, _walls(3.615e-3 * 1e3 / 341, calls=341), 341)
+        assert not batch.confirmed and batch.overhead_us == 0.0, batch
+
+
 def test_a_confirmed_candidate_keeps_its_runners_event_figures():
     runner = _runner_timing([1.0] * 8, [0.5] * 8)
     result, flags, batch = bound_timing(runner, _reference([1.0] * 8), _walls(0.55), 10)

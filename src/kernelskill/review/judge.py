@@ -116,7 +116,8 @@ class ReferenceRun:
     overhead_cap_s: float = OVERHEAD_CAP_S  # the most of the `calls` part taken for other than calls
     output_bytes: int = 0  # one call's outputs
     input_bytes: int = 0  # one call's inputs
-    said: dict = field(default_factory=dict)  # what its runner says of its batch (calls_s, graph): hints, never used
+    said: dict = field(default_factory=dict)  # what its runner says of its batch (calls_s, graph); only "graph" is used
+    # (judge_time.bound_timing: the reference runner never ran candidate code, and its timing is taken too)
     graph: bool = False  # whether both runners are asked to capture their batch's calls as a CUDA graph (GRAPHS)
     stateful: bool = False
     target_s: float = 0.05  # how long a batch should take on this device (BATCH_TARGET_S)

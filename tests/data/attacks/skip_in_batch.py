@@ -1,4 +1,5 @@
-"""Attack: honest everywhere but in the judge's batch, where one call in every 97 skips its work and returns zeros.
+"""Attack: honest everywhere but in the judge's batch, where one call in every 97 skips its work and returns zeros
+(in the batch's calls, or in the capture of them that a graph-replayed batch makes in `prepare`).
 The batch looks about 1% faster; the runner's own stages and the judge's trials see only right answers, and a
 handful of calls compared whole miss a skipped one most of the time.
 
@@ -16,7 +17,7 @@ EVERY = 97
 def _in_the_judges_batch() -> bool:
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_name == "calls" and frame.f_code.co_filename.endswith("judged.py"):
+        if frame.f_code.co_name in ("calls", "capture") and frame.f_code.co_filename.endswith("judged.py"):
             return True
         frame = frame.f_back
     return False

@@ -21,8 +21,9 @@ verdict: this module establishes everything a candidate could want raised.
   the input file is masked with a key each runner gets only with `calls` (nothing to compute on in `prepare`), and
   `calls` ends with each call's digest, which the judge checks on DIGEST_CHECKS calls of what `commit` wrote
   (nothing left to compute there) (exchange.py).
-  With GRAPHS on, both runners are asked alike to capture their calls as one CUDA graph in `prepare` and replay it in
-  `calls`, where one call, captured and replayed, gives the eager call's bytes (worker/judged.capture): a small
+  With GRAPHS on, the candidate's runner, then the reference's where the candidate's says it did, are asked to
+  capture their calls as one CUDA graph in `prepare` and replay it in `calls`, where one call, captured and
+  replayed, gives the eager call's bytes (worker/judged.capture): a small
   kernel's calls then run at the GPU's pace, against which its event time can be confirmed, instead of at its
   launches' (three times slower for a few microseconds of work), against which none could. The runner's choice
   changes nothing the judge checks: the clock, the digests and the compared outputs are the same either way.
@@ -118,7 +119,8 @@ class ReferenceRun:
     input_bytes: int = 0  # one call's inputs
     said: dict = field(default_factory=dict)  # what its runner says of its batch (calls_s, graph); only "graph" is used
     # (judge_time.bound_timing: the reference runner never ran candidate code, and its timing is taken too)
-    graph: bool = False  # whether both runners are asked to capture their batch's calls as a CUDA graph (GRAPHS)
+    graph: bool = False  # whether the candidate's runner is asked to capture its batch's calls as a CUDA graph
+    # (GRAPHS); the reference's is asked too where the candidate's says it did
     stateful: bool = False
     target_s: float = 0.05  # how long a batch should take on this device (BATCH_TARGET_S)
     error: str | None = None  # why the reference runner could not do its part (the review then fails closed)
@@ -219,8 +221,9 @@ class ReferenceFailed(RuntimeError):
     no fault of the candidate's."""
 
 
-def reference_batch(worker, ref: ReferenceRun, limit: float) -> None:
-    """The reference's batch, run by its runner (idle since its own part) once the candidate's runner is dead."""
+def reference_batch(worker, ref: ReferenceRun, limit: float, graph: bool = False) -> None:
+    """The reference's batch, run by its runner (idle since its own part) once the candidate's runner is dead;
+    `graph`: captured and replayed as a CUDA graph (worker/judged.capture), where it can be."""
     if worker is None or not worker.alive():
         raise ReferenceFailed("the reference runner was gone before its batch")
     # its allocations made ahead, as the candidate runner's were (worker/judged.reserve)
@@ -230,7 +233,7 @@ def reference_batch(worker, ref: ReferenceRun, limit: float) -> None:
         raise ReferenceFailed(f"making the reference's batch allocations failed: {error}")
     with BUILDS.quiet(worker):
         ref.batch_walls, error, ref.said = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit,
-                                                  ref.output_bytes, ref.mask_key, ref.graph)
+                                                  ref.output_bytes, ref.mask_key, graph)
     if error:
         raise ReferenceFailed(f"the reference's batch failed: {error}")
 
@@ -334,7 +337,12 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             if error:
                 return _fail(report, "runtime_error", f"in the judge's batch of calls the candidate failed: {error}")
             began = time.perf_counter()
-            reference_batch(ref_worker, ref, limits["time"])
+            # the reference's batch replays a graph only where the candidate's did, by its word: an eager candidate
+            # (a launch on the legacy stream) is held to the reference's eager pace, not its GPU pace (0.11-0.24x
+            # for CUDA-L1's L1/67 on the H100, session 17, where eager against eager gave 0.66-1.0x). A runner that
+            # replays a graph and says it did not gains what a reference replayed from a graph would: its calls'
+            # work is real and checked, and a forward may replay a graph of its own just as well
+            reference_batch(ref_worker, ref, limits["time"], graph=ref.graph and said.get("graph") is True)
             report.seconds["judge_reference_batch"] = time.perf_counter() - began
             if turn is not None:
                 turn.end()

@@ -340,8 +340,10 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             # the reference's batch replays a graph only where the candidate's did, by its word: an eager candidate
             # (a launch on the legacy stream) is held to the reference's eager pace, not its GPU pace (0.11-0.24x
             # for CUDA-L1's L1/67 on the H100, session 17, where eager against eager gave 0.66-1.0x). A runner that
-            # replays a graph and says it did not gains what a reference replayed from a graph would: its calls'
-            # work is real and checked, and a forward may replay a graph of its own just as well
+            # replays a graph, says it did not, and under-reports its events so that they go unconfirmed, is put at
+            # the reference's eager pace over its GPU pace: the fallback hole of docs/h200/trust session 15 (about
+            # 4x on a 1x host-bound kernel), no wider than it was with every batch eager. Its calls' work is real and
+            # checked either way
             reference_batch(ref_worker, ref, limits["time"], graph=ref.graph and said.get("graph") is True)
             report.seconds["judge_reference_batch"] = time.perf_counter() - began
             if turn is not None:

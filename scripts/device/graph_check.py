@@ -120,7 +120,7 @@ def measure(torch, fn, sets: list, capture_stream=None) -> dict:
     return out
 
 
-def child(problem: str, kernel: str, per_thread: bool = False) -> dict:
+def child(problem: str, kernel: str, per_thread: bool = False, capture_pt: bool = False) -> dict:
     if per_thread:  # `<<<...>>>` launches that name no stream go to the per-thread default stream, which (unlike
         # the legacy one) may be captured: the kernel built afresh with nvcc's flag, captured on that stream
         import os
@@ -144,7 +144,7 @@ def child(problem: str, kernel: str, per_thread: bool = False) -> dict:
         try:
             torch.manual_seed(0)
             model = make().to(dev)
-            per_thread_stream = torch.cuda.ExternalStream(2) if per_thread else None  # cudaStreamPerThread
+            per_thread_stream = torch.cuda.ExternalStream(2) if per_thread or capture_pt else None  # cudaStreamPerThread
             row[side] = measure(torch, model, sets, per_thread_stream)
         except Exception as exc:  # noqa: BLE001 - the finding
             row[side] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}", "trace": traceback.format_exc()[-400:]}
@@ -165,10 +165,13 @@ def main() -> None:
     p.add_argument("--per-task", type=float, default=150.0, help="seconds a task's child may take (builds included)")
     p.add_argument("--per-thread", action="store_true", help="build the kernels with nvcc's --default-stream "
                    "per-thread and capture on that stream (rows go to graph_check_per_thread.jsonl)")
+    p.add_argument("--capture-per-thread", action="store_true", help="capture on the per-thread default stream, "
+                   "the kernels built as they are (what the judge's runners do since session 17): a legacy-stream "
+                   "launch should then fail the capture rather than escape it (rows: graph_check_capture_pt.jsonl)")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        print(json.dumps(child(*args.child, per_thread=args.per_thread)))
+        print(json.dumps(child(*args.child, per_thread=args.per_thread, capture_pt=args.capture_per_thread)))
         return
     if args.out is None:
         p.error("--out DIR is needed")
@@ -177,7 +180,8 @@ def main() -> None:
     wanted = {int(t) for t in args.tasks.split(",") if t.strip()}
     entries = [e for e in entries if not wanted or int(e["index"]) in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
-    rows_path = args.out / ("graph_check_per_thread.jsonl" if args.per_thread else "graph_check.jsonl")
+    rows_path = args.out / ("graph_check_per_thread.jsonl" if args.per_thread else
+                            "graph_check_capture_pt.jsonl" if args.capture_per_thread else "graph_check.jsonl")
     done = {json.loads(line)["task"] for line in rows_path.read_text().splitlines()} if rows_path.exists() else set()
     deadline = time.monotonic() + args.budget
     with open(rows_path, "a") as f:
@@ -190,7 +194,8 @@ def main() -> None:
                 break
             try:
                 run = subprocess.run([sys.executable, __file__, "--child", str(args.corpus / e["problem"]),
-                                      str(args.corpus / e["kernel"])] + (["--per-thread"] if args.per_thread else []),
+                                      str(args.corpus / e["kernel"])] + (["--per-thread"] if args.per_thread else [])
+                                     + (["--capture-per-thread"] if args.capture_per_thread else []),
                                      capture_output=True, text=True,
                                      timeout=args.per_task)
                 lines = run.stdout.strip().splitlines()

@@ -64,6 +64,9 @@ class _Cuda:
     def Stream(self, device=None):  # noqa: N802 - torch's name
         return _Stream("side")
 
+    def ExternalStream(self, handle, device=None):  # noqa: N802
+        return _Stream(f"external {handle}")
+
     @contextmanager
     def stream(self, stream):
         before, self.current = self.current, stream
@@ -80,13 +83,14 @@ class _Cuda:
         g.replay = replay
         return g
 
-    def graph(self, g):
+    def graph(self, g, stream=None):
         cuda = self
+        self.log.append(f"capture on {stream}")
 
         class _Capture:  # the body runs as it is captured, and is recorded to be replayed
             def __enter__(self):
                 cuda.log.append("cache emptied")
-                self.before, cuda.current = cuda.current, _Stream("capture")
+                self.before, cuda.current = cuda.current, stream or _Stream("capture")
                 g.recorder.__enter__()
 
             def __exit__(self, *exc):
@@ -157,6 +161,8 @@ def test_a_captured_batch_is_replayed_once_and_its_outputs_kept_as_the_eager_one
     info = judged.prepare(w, "reference", [1, 2, 3, 4], str(tmp_path), reserve_bytes=16, graph=asked)
     assert info.get("graph", None) is (True if asked else None), info
     before, replays = len(ran), cuda.log.count("replay")  # (the one-call check's replay among them)
+    # on the per-thread default stream, which a legacy-stream launch cannot escape (judged._capture_stream)
+    assert {e for e in cuda.log if str(e).startswith("capture on")} == ({"capture on external 2"} if asked else set())
     said = judged.calls(w, "reference", [], None, key=1)
     assert cuda.log.count("replay") - replays == (1 if asked else 0)
     assert len(ran) == before + (0 if asked else 4)  # a replay calls no forward

@@ -199,7 +199,7 @@ def capture(w: Worker, role: str) -> str | None:
                 return why
             kept = _Kept(torch, len(w.batch_sets))
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, stream=_capture_stream(w)):
                 for i, args in enumerate(w.batch_sets):
                     kept.add(i, fn(args))
     except Exception as exc:  # noqa: BLE001 - the calls run eagerly instead, where an error counts
@@ -211,8 +211,8 @@ def capture(w: Worker, role: str) -> str | None:
 
 
 def _replays_exactly(w: Worker, fn) -> str | None:
-    """One call on a fresh input set of the problem's, made eagerly (on a side stream: the warm-up torch asks for
-    before a capture) and from a graph captured on another fresh set whose tensors are then overwritten with the
+    """One call on a fresh input set of the problem's, made eagerly (on the capture's stream: the warm-up torch asks
+    for before a capture) and from a graph captured on another fresh set whose tensors are then overwritten with the
     first's: why the two differ in any byte (None: they do not). Captured and replayed on the same contents, a
     kernel launched on the legacy default stream beside torch's non-blocking capture stream ran once, eagerly, during
     the capture, outside the graph, and left the right bytes for a replay that computed nothing (session 17, on
@@ -223,7 +223,7 @@ def _replays_exactly(w: Worker, fn) -> str | None:
     args = w.make_inputs(secrets.randbits(62))
     eager_args = w.copy_args(args)  # a forward may write into its inputs
     graph_args = w.copy_args(w.make_inputs(secrets.randbits(62)))
-    side = torch.cuda.Stream(w.device)
+    side = _capture_stream(w)  # (ordered with the legacy stream, and with a kernel built to launch on it)
     side.wait_stream(torch.cuda.current_stream(w.device))
     with torch.cuda.stream(side):
         wanted: list = []
@@ -231,7 +231,7 @@ def _replays_exactly(w: Worker, fn) -> str | None:
     torch.cuda.current_stream(w.device).wait_stream(side)
     kept = _Kept(torch, 1)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=_capture_stream(w)):
         kept.add(0, fn(graph_args))
     for dst, src in zip(graph_args, args):
         if isinstance(dst, torch.Tensor):
@@ -243,6 +243,15 @@ def _replays_exactly(w: Worker, fn) -> str | None:
     if len(got) != len(wanted) or any(not _same_bytes(torch, a, b) for a, b in zip(got, wanted)):
         return "a replayed call's outputs differ from the eager call's"
     return None
+
+
+def _capture_stream(w: Worker):
+    """The stream a batch is captured on: CUDA's per-thread default stream (cudaStreamPerThread, handle 2), not one
+    of torch's side streams. Those are non-blocking, so a kernel launched on the legacy default stream during their
+    capture ran at once, outside the graph; the per-thread default stream synchronizes with the legacy one, so such
+    a launch during its capture is an implicit dependency the capture refuses (it fails, and the batch runs eagerly).
+    Kernels built with nvcc's `--default-stream per-thread` launch on it, and are captured."""
+    return w.torch.cuda.ExternalStream(2, device=w.device)
 
 
 def _same_bytes(torch, a, b) -> bool:

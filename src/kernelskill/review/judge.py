@@ -90,8 +90,10 @@ BATCH_CUT_FACTOR = 20.0
 BATCH_CUT_FLOOR_S = 5.0
 BATCH_CUT_S_PER_GB = 2.0
 # "on": both runners capture their batch's calls as one CUDA graph and replay it (worker/judged.capture), where one
-# call replays to the eager call's bytes. Off by default until a GPU run has measured it (written in a session the
-# device tool lent no GPU): the spread of host-bound figures with it on and off, and that no honest kernel is lost
+# call replays to the eager call's bytes. Off by default until a GPU run has measured the code as it is: its first
+# run (H100, session 17, docs/h200/timing) found two faults, since fixed (a legacy-stream kernel escaping the capture
+# and fooling the one-call check; a replay's per-call extras counted against the candidate alone), whose fixes have
+# only been recomputed on that run's batches (scripts/graph_overhead_recheck.py: each task within 1.034)
 GRAPHS = "KERNELSKILL_BATCH_GRAPH"
 # only for calls shorter than this on the GPU (by the reference runner's events): what a graph saves is launch time,
 # tens of microseconds a call, and a longer call's batch is short and its outputs large (a graph's memory pool holds

@@ -223,15 +223,15 @@ def _replays_exactly(w: Worker, fn) -> str | None:
     args = w.make_inputs(secrets.randbits(62))
     eager_args = w.copy_args(args)  # a forward may write into its inputs
     graph_args = w.copy_args(w.make_inputs(secrets.randbits(62)))
-    side = _capture_stream(w)  # (ordered with the legacy stream, and with a kernel built to launch on it)
-    side.wait_stream(torch.cuda.current_stream(w.device))
-    with torch.cuda.stream(side):
+    stream = _capture_stream(w)  # (ordered with the legacy stream, and with a kernel built to launch on it)
+    stream.wait_stream(torch.cuda.current_stream(w.device))
+    with torch.cuda.stream(stream):
         wanted: list = []
         map_tensors(fn(eager_args), lambda t: wanted.append(t.detach().clone()))
-    torch.cuda.current_stream(w.device).wait_stream(side)
+    torch.cuda.current_stream(w.device).wait_stream(stream)
     kept = _Kept(torch, 1)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=_capture_stream(w)):
+    with torch.cuda.graph(graph, stream=stream):
         kept.add(0, fn(graph_args))
     for dst, src in zip(graph_args, args):
         if isinstance(dst, torch.Tensor):

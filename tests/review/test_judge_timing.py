@@ -235,8 +235,8 @@ def test_both_runners_are_asked_alike_for_a_graph_on_a_gpu_and_what_they_say_of_
     # decided once, by the judge: on a GPU where switched on, for calls of less than GRAPH_BELOW_MS on the GPU
     # (what a graph saves is launch time), never on a CPU or for a reference that keeps state
     asked = {}
-    for device, switch, ms in (("cuda", "on", 0.004), ("cuda", None, 0.004), ("cpu", "on", 0.004),
-                               ("cuda", "on", 3.0)):
+    for device, switch, ms in (("cuda", "on", 0.004), ("cuda", None, 0.004), ("cuda", "off", 0.004),
+                               ("cpu", "on", 0.004), ("cuda", "on", 3.0)):
         if switch:
             monkeypatch.setenv(judge.GRAPHS, switch)
         else:
@@ -246,8 +246,8 @@ def test_both_runners_are_asked_alike_for_a_graph_on_a_gpu_and_what_they_say_of_
                                    {"verify": 5, "time": 5})
         assert run.error is None, run.error
         asked[(device, switch, ms)] = run.graph
-    assert asked == {("cuda", "on", 0.004): True, ("cuda", None, 0.004): False, ("cpu", "on", 0.004): False,
-                     ("cuda", "on", 3.0): False}
+    assert asked == {("cuda", "on", 0.004): True, ("cuda", None, 0.004): True, ("cuda", "off", 0.004): False,
+                     ("cpu", "on", 0.004): False, ("cuda", "on", 3.0): False}
 
 
 def _judged_on(tmp_path, cand_worker, ref_worker, graph: bool = False):

@@ -89,11 +89,10 @@ BATCH_PARTS = ("prepare", "calls", "commit")
 BATCH_CUT_FACTOR = 20.0
 BATCH_CUT_FLOOR_S = 5.0
 BATCH_CUT_S_PER_GB = 2.0
-# "on": both runners capture their batch's calls as one CUDA graph and replay it (worker/judged.capture), where one
-# call replays to the eager call's bytes. Off by default until a GPU run has measured the code as it is: its first
-# run (H100, session 17, docs/h200/timing) found two faults, since fixed (a legacy-stream kernel escaping the capture
-# and fooling the one-call check; a replay's per-call extras counted against the candidate alone), whose fixes have
-# only been recomputed on that run's batches (scripts/graph_overhead_recheck.py: each task within 1.034)
+# On unless set to "off": both runners capture their batch's calls as one CUDA graph and replay it
+# (worker/judged.capture), where one call replays to the eager call's bytes, so a host-bound call's batch runs at the
+# GPU's pace and confirms its events. Measured on an H100 (session 18, docs/h200/timing): 36 of 36 reviews of the six
+# capturable host-bound tasks confirmed, the trust cases that capture held (6 of 6); "off" is the A/B's other arm
 GRAPHS = "KERNELSKILL_BATCH_GRAPH"
 # only for calls shorter than this on the GPU (by the reference runner's events): what a graph saves is launch time,
 # tens of microseconds a call, and a longer call's batch is short and its outputs large (a graph's memory pool holds
@@ -203,7 +202,7 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     per_call_s = max(run.stats.median_ms, run.host_ms or 0.0) / 1e3
     # a graph replays recorded launches: the batch of a reference whose answers depend on its state stays eager
     run.graph = (device == "cuda" and not run.stateful and run.stats.median_ms < GRAPH_BELOW_MS
-                 and os.environ.get(GRAPHS, "off").strip().lower() == "on")
+                 and os.environ.get(GRAPHS, "on").strip().lower() != "off")
     run.input_bytes = int(info.get("input_bytes", 0))
     size = BATCH_BYTES // max(1, 2 * run.output_bytes + run.input_bytes)
     count = min(MAX_BATCH, size, max(MIN_BATCH, math.ceil(BATCH_TARGET_S[device] / max(per_call_s, 1e-7))))

@@ -6,11 +6,13 @@ reviewer times the reference in its runner before the candidate's runner starts,
 seconds later, so a shift of either kind lands on one side only. This tells the two apart, timing the same op
 (torch.nn.functional.hardsigmoid on 16 x 16384 floats, L1/28's reference) with the reviewer's own Timer and the
 robust protocol, in `--children` fresh processes one after another, each timing `--rounds` loops `--gap` seconds
-apart, every loop timing two copies of the op alternately (their ratio is what an interleaved review would see).
+apart (the first half on the same inputs, the later half each on newly allocated ones), every loop timing two copies
+of the op alternately (their ratio is what an interleaved review would see).
 
     python scripts/device/event_drift.py --out DIR [--children 8] [--rounds 4] [--gap 2]
 
-Prints one row a loop (median us of each copy, their ratio, the SM clock before and after the loop by nvidia-smi)
+Prints one row a loop (median us of each copy, their ratio, the SM clock before and after the loop by nvidia-smi,
+then each block's median: a review on the H100 had its candidate alternate 3.40 and 3.55 us block by block)
 and a summary: the spread of the loops' medians within each process against that across processes.
 """
 
@@ -45,14 +47,20 @@ def child(rounds: int, gap: float) -> list[dict]:
     fns = {"a": lambda x: op(x), "b": lambda x: op(x)}
     group, _, prefill_max_s = protocol_limits("robust")
     timer = Timer(dev, device_sync=True, prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S)
-    rows = []
+    rows, kept = [], []
     for r in range(rounds):
+        fresh = r >= rounds // 2  # the later half on newly allocated inputs: buffers placed elsewhere (the old
+        if fresh:  # ones are kept, so the allocator cannot hand their blocks back)
+            kept.append(sets)
+            sets = [[torch.randn(16, 16384, device=dev)] for _ in range(3)]
         before = sm_clock()
         samples, _, _ = timer.run(fns, sets, 25, 100, group=group)
         after = sm_clock()
         a, b = (statistics.median(samples[k]) * 1e3 for k in ("a", "b"))
-        rows.append({"round": r, "a_us": round(a, 3), "b_us": round(b, 3), "ratio": round(a / b, 4),
-                     "group": timer.info.group, "clock_before": before, "clock_after": after})
+        blocks = {k: [round(statistics.median(v[i:i + 10]) * 1e3, 2) for i in range(0, len(v), 10)]
+                  for k, v in samples.items()}  # the Timer alternates the copies in blocks of 10 samples
+        rows.append({"round": r, "a_us": round(a, 3), "b_us": round(b, 3), "ratio": round(a / b, 4), "blocks": blocks,
+                     "fresh_inputs": fresh, "group": timer.info.group, "clock_before": before, "clock_after": after})
         time.sleep(gap)
     return rows
 
@@ -80,8 +88,9 @@ def main() -> int:
         for row in json.loads(done.stdout.strip().splitlines()[-1]):
             row["proc"] = p
             table.append(row)
-            print(f"{p:>4} {row['round']:>5} {row['a_us']:>7.3f} {row['b_us']:>7.3f} {row['ratio']:>6.3f}  "
+            print(f"{p:>4} {row['round']:>4}{'*' if row['fresh_inputs'] else ' '} {row['a_us']:>7.3f} {row['b_us']:>7.3f} {row['ratio']:>6.3f}  "
                   f"{row['clock_before']} | {row['clock_after']}")
+            print(f"{'':>10} a blocks {row['blocks']['a']}\n{'':>10} b blocks {row['blocks']['b']}")
     with open(args.out / "event_drift.jsonl", "w") as f:
         for row in table:
             f.write(json.dumps(row) + "\n")

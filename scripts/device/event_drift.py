@@ -44,23 +44,24 @@ def sm_clock() -> str:
 
 
 def block_addresses(log: list) -> dict[str, list[list[str]]]:
-    """Each timed block's output addresses, per copy, as MiB from the lowest address any call got (the warm-up's
-    calls, before the first block, left out): where a block's outputs landed, to set beside its median."""
-    low = min((p for who, p in log if who != "|"), default=0)
+    """Each timed block's output addresses, per copy, as MiB from the lowest address any call got, then the spin
+    before its samples in us (the warm-up's calls, before the first block, left out): where a block's outputs landed
+    and how long the device spun before each sample, to set beside its median."""
+    low = min((p for who, p, _ in log if who != "|"), default=0)
     out: dict[str, list[list[str]]] = {"a": [], "b": []}
     seen, started = None, False
-    for who, what in log:
+    for who, what, spin in log:
         if who == "|":
             started, seen = True, None
             continue
         if not started:
             continue
         if seen is None:
-            seen = []
+            seen = [f"spin {spin * 1e6:.0f}"]
             out[who].append(seen)
         mib = f"{(what - low) / (1 << 20):g}"
         if mib not in seen:
-            seen.append(mib)
+            seen.insert(-1, mib)
     return out
 
 
@@ -80,16 +81,17 @@ def child(rounds: int, gap: float, arms: list[str], device: str = "cuda") -> lis
     def copy(name):
         def fn(x):
             out = op(x)
-            log.append((name, out.data_ptr()))
+            log.append((name, out.data_ptr(), timers[-1].last_prefill_s if timers else 0.0))
             return out
         return fn
 
     fns = {"a": copy("a"), "b": copy("b")}
     shim: list = []
+    timers: list = []
 
     def before_block(arm: str):
         def hook():
-            log.append(("|", arm))
+            log.append(("|", arm, 0.0))
             if arm in ("poison", "shim") and dev.type == "cuda":  # the worker's Timer poisons the allocator's free blocks before each block
                 poison_free_cuda_memory(dev)
             if arm == "shim":  # and here a block of random size is held through the block: outputs land elsewhere
@@ -107,6 +109,7 @@ def child(rounds: int, gap: float, arms: list[str], device: str = "cuda") -> lis
         for arm in arms[r % len(arms):] + arms[:r % len(arms)]:
             timer = Timer(dev, device_sync=True, prefill=prefill_max_s > 0, poison=before_block(arm),
                           prefill_max_s=prefill_max_s or PREFILL_MAX_S)
+            timers.append(timer)
             log.clear()
             before = sm_clock()
             samples, _, _ = timer.run(fns, sets, 25, 100, group=group)

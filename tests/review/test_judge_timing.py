@@ -68,6 +68,29 @@ def test_an_unconfirmed_candidate_is_compared_at_both_sides_pace_in_the_batch():
     assert 1.9 < result.speedup_median < 2.1, result.speedup_median
 
 
+def test_an_unconfirmed_candidate_is_never_put_above_what_its_events_say_by_a_host_bound_reference():
+    # measured on the H100 (session 19, docs/h200/timing/s19): CUDA-L1's L2/41, both batches eager, the reference
+    # host-bound (events 55 us a call, 153 us to launch: 140 us a call in its batch). Five reviews were confirmed at
+    # 1.12-1.16x; in the sixth the candidate's batch ran at 64 us a call against its 47.5 us events, unconfirmed, and
+    # both sides taken to their paces made it 2.19x. The reference goes to its pace no further than the candidate
+    calls = 714
+    ref = _reference([0.0552] * 8, calls=calls)
+    ref.host_ms, ref.batch_walls["calls"] = 0.153, calls * 0.140227e-3
+    runner = _runner_timing([0.0552] * 8, [0.047504] * 8)
+    result, flags, batch = bound_timing(runner, ref, _walls(0.063976, calls=calls), calls)
+    assert not batch.confirmed and any(f.startswith("timing_unconfirmed") for f in flags), (batch, flags)
+    assert abs(result.speedup_median - 0.0552 / 0.047504) < 0.01, result.speedup_median  # 1.16x, not 2.19x
+    assert batch.reference_events_us == pytest.approx(55.2)
+    # L1/67 (the candidate replays its own graph; the reference launches in 23-30 us what its GPU does in 5.5 us):
+    # confirmed at 0.65-0.67x, an unconfirmed review at 15.2 us a call against 8.4 us of events was put at 1.74x
+    ref = _reference([0.0055] * 8, calls=calls)
+    ref.host_ms, ref.batch_walls["calls"] = 0.0265, calls * 0.026487e-3
+    runner = _runner_timing([0.0055] * 8, [0.00842] * 8)
+    result, _, batch = bound_timing(runner, ref, _walls(0.015248, calls=calls), calls)
+    assert not batch.confirmed
+    assert abs(result.speedup_median - 0.0055 / 0.00842) < 0.01, result.speedup_median
+
+
 def test_a_graph_replayed_reference_batch_excuses_what_a_replay_adds_to_each_call_and_an_eager_one_does_not():
     # CUDA-L1's L1/21 (Sigmoid) on the H100, session 17, both batches replayed as graphs: 341 calls, events 3.7 us
     # (reference) and 3.9 us (candidate), the reference's launches 24 us a call; the parts took 2.94 ms and 3.62 ms

@@ -101,16 +101,13 @@ class ModuleSnapshot:
         return sorted(out)
 
 
-def poison_free_cuda_memory(device: torch.device, hold: list | None = None, rng=None) -> int:
+def poison_free_cuda_memory(device: torch.device) -> int:
     """Fill every free block that the caching allocator holds with 0xFF bytes (NaN for floats, -1 for ints).
 
     Allocating exactly the size of each inactive block makes the allocator hand out that block (best fit), so after
     freeing them again every cached byte the candidate can get from `torch.empty` is poisoned. Returns the bytes
     poisoned.
-
-    `hold`: a list that keeps each poisoned block with odds of one in two (`rng.random()`) instead of freeing it, until
-    the caller empties it: the next allocations land in the blocks left free, a random part of the cache (the
-    `scattered` timing protocol, timing.py)."""
+    """
     torch.cuda.synchronize(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
     sizes = [
@@ -129,8 +126,6 @@ def poison_free_cuda_memory(device: torch.device, hold: list | None = None, rng=
     for t in held:
         t.fill_(0xFF)
     total = sum(t.numel() for t in held)
-    if hold is not None:
-        hold += [t for t in held if rng.random() < 0.5]
     del held
     torch.cuda.synchronize(device)
     return total

@@ -312,6 +312,7 @@ class JudgeBatch(BaseModel):
     reference_pace_us: float  # each side's calls, less that, per call
     candidate_pace_us: float
     claimed_us: float  # the candidate's median by its runner's events
+    reference_events_us: float | None = None  # the reference's median the figure started from, before any scaling
     confirmed: bool  # the candidate's pace is within the tolerance of its claim
     # the fastest event time the same walls would have confirmed (0: any): a claim far above it was not tested much
     fastest_confirmable_us: float = 0.0

@@ -385,23 +385,10 @@ def compile_host_paced(comp_gpu_ms: float, comp_host_ms: float | None, cand_gpu_
 def protocol_limits(protocol: str) -> tuple[int | None, float, float]:
     """(calls per sample, seconds a re-time may use, the longest spin before a sample: 0 for none) of a timing
     protocol: robust lets the Timer choose the group, keeps the device busy while a sample is enqueued (up to
-    PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; scattered is robust whose grouped loops also hold
-    a random half of the allocator's free blocks through each block of samples (`scatters`); ungrouped does the same
-    with one call per sample, each after its own L2 flush; single times one call per sample, once, as the host
-    launches it."""
-    return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S), "scattered": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
+    PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; ungrouped does the same with one call per
+    sample, each after its own L2 flush; single times one call per sample, once, as the host launches it."""
+    return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
             "ungrouped": (1, TIMING_BUDGET_S, PREFILL_MAX_S)}.get(protocol, (1, 0.0, 0.0))
-
-
-def scatters(protocol: str, group: int) -> bool:
-    """Whether a loop of `group` calls a sample holds a random half of the allocator's free blocks through each block
-    of samples, so each side's outputs land somewhere else from block to block. Two copies of one 3 us op timed
-    interleaved agreed within 1.3% in each of 8 processes, while the same op's time moved by up to 10% from process to
-    process, and by up to 3.5% in one process with where its outputs landed; the reviews of session 18 put one side 6-9%
-    off for a whole review (docs/h200/timing, session 19). Each side's figure is then taken over many placements
-    instead of the one its first allocations found. Only grouped loops (calls under SMALL_CALL_S): their outputs are
-    small, and what is held is cache the allocator already has."""
-    return protocol == "scattered" and group > 1
 
 
 def retime_if_noisy(first: T, noise: Callable[[T], float], again: Callable[[], T], loop_s: float,

@@ -364,9 +364,8 @@ def time_reference(w: Worker, input_seeds: list[int]) -> dict:
     it into the reference runner's caches) and timed in the same loop, interleaved with the reference: the compile
     baseline is a timing figure too, and a candidate's process could slow it."""
     from kernelskill.review.results import TimingStats
-    from kernelskill.review.timing import PREFILL_MAX_S, Timer, protocol_limits, scatters
+    from kernelskill.review.timing import PREFILL_MAX_S, Timer, protocol_limits
     from kernelskill.review.worker.baseline import ready_baseline
-    from kernelskill.review.worker.verify import poison
 
     sets = [w.make_inputs(s) for s in input_seeds]
     fns = {"reference": lambda *a: w.run_reference(list(a))}
@@ -379,17 +378,8 @@ def time_reference(w: Worker, input_seeds: list[int]) -> dict:
         else:
             found["compile_error"] = failed
     group, _, prefill_max_s = protocol_limits(w.settings.timing_protocol)
-    held: list = []  # the scattered protocol's blocks, as in the candidate's runner (worker/timed.py)
-
-    def before_block() -> None:
-        held.clear()
-        if scatters(w.settings.timing_protocol, timer.info.group):
-            poison(w, held)
-
-    timer = Timer(w.device, device_sync=True, prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S,
-                  poison=before_block)
+    timer = Timer(w.device, device_sync=True, prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S)
     samples, synced, _ = timer.run(fns, sets, w.req.warmup, w.req.iters, group=group)
-    held.clear()
     stats = TimingStats.from_samples(samples["reference"])
     host = timer.info.host_ms.get("reference")
     input_bytes = sum(v.numel() * v.element_size() for v in sets[0] if isinstance(v, w.torch.Tensor))

@@ -25,7 +25,7 @@ def time_stage(w: Worker) -> None:
     from kernelskill.review.compare import compare_outputs
     from kernelskill.review.results import TimingStats
     from kernelskill.review.timing import (PREFILL_MAX_S, SMALL_CALL_S, TIMING_BUDGET_S, Timer, compile_host_paced,
-                                           hidden_work, host_paced, protocol_limits, retime_if_noisy, scatters)
+                                           hidden_work, host_paced, protocol_limits, retime_if_noisy)
 
     seeds = w.req.seeds
     device = w.device.type
@@ -57,15 +57,9 @@ def time_stage(w: Worker) -> None:
         else:  # threads the harness's own callables start (torch.compile's workers) are not the candidate's
             threads = set(threading.enumerate())
 
-    held: list = []  # the scattered protocol's part of the free blocks, held through one block of samples
-
-    def before_block() -> None:
-        held.clear()
-        poison(w, held if scatters(w.settings.timing_protocol, timer.info.group) else None)
-
     group, retime_budget, prefill_max_s = protocol_limits(w.settings.timing_protocol)
-    timer: Timer = Timer(w.device, device_sync=w.guards.device_sync, poison=before_block, after_call=after_call,
-                         prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S)
+    timer = Timer(w.device, device_sync=w.guards.device_sync, poison=lambda: poison(w), after_call=after_call,
+                  prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S)
     with _cuda_errors(w):
         samples, synced, kept = timer.run(fns, sets, warmup, iters,
                                           keep_last=len(sets) if w.guards.timed_outputs else 0,
@@ -106,7 +100,6 @@ def time_stage(w: Worker) -> None:
         loop, retimed = retime_if_noisy(
             samples, noise, lambda: timer.run(fns, sets, 0, first.iters, budget_s=None, group=first.group)[
                 1 if hidden else 0], first.loop_s, budget_s=retime_budget)
-    held.clear()
     if retimed:
         w.candidate.check_integrity()
     l2_errors = sorted({i.l2_reset_error for i in (first, timer.info) if i.l2_reset_error})
@@ -124,9 +117,6 @@ def time_stage(w: Worker) -> None:
         w.flags.add("timing_calls_cut")
     grouped = (f"; calls under {SMALL_CALL_S * 1e6:.0f} µs: {group} back-to-back calls per event pair, each on its "
                "own input buffer, the copy and flush once before the group" if group > 1 else "")
-    if scatters(w.settings.timing_protocol, group):
-        grouped += ("; through each block of samples a random half of the allocator's free blocks is held, so each "
-                    "side's outputs land elsewhere from block to block")
     info = timer.info
     prefilled = ("; before each start event the device spins (torch.cuda._sleep) while the host enqueues the "
                  "sample, so the events time the GPU, not the launches" if device == "cuda" and info.prefill_s else "")

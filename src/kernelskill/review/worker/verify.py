@@ -24,12 +24,11 @@ def candidate_first(w: Worker) -> bool:
     return order == "candidate_first" or (order == "random" and w.rng.random() < 0.5)
 
 
-def poison(w: Worker, hold: list | None = None) -> None:
-    """The allocator's free blocks poisoned (guards.poison_free_cuda_memory); with `hold`, half of them kept there."""
+def poison(w: Worker) -> None:
     if w.device.type == "cuda" and w.guards.poison_freed_memory:
         from kernelskill.review.guards import poison_free_cuda_memory
 
-        poison_free_cuda_memory(w.device, hold, w.rng)
+        poison_free_cuda_memory(w.device)
 
 
 def weight_storages(module, device) -> dict:

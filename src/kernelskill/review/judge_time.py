@@ -46,8 +46,9 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     """The runner's timing, recomputed from its samples and held to what the judge measured (module docstring).
 
     Where the candidate's events are not confirmed, both sides are put at their pace in the batch, measured the same
-    way: a part's calls less the judge's latency, per call. (The reference at its runner's host time per call instead
-    would leave the candidate alone paying for what a batch adds to every call, the copy of its outputs.)"""
+    way: a part's calls less the judge's latency, per call, the reference no further than the candidate. (The
+    reference at its runner's host time per call instead would leave the candidate alone paying for what a batch
+    adds to every call, the copy of its outputs.)"""
     flags = []
     runner_ref = _stats(timing.reference.model_dump()) or ref.stats
     cand = _stats(timing.candidate.model_dump())

@@ -96,8 +96,8 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     if not confirmed:
         flags.append(f"timing_unconfirmed: by the judge's clock the candidate's calls took {wall_call_s * 1e6:.1f} us "
                      f"each in a batch of {calls}, its own events say {claimed_s * 1e6:.1f} us (work outside the "
-                     "timed region, launches slower than the GPU, or a runner that misreports); the speedup uses "
-                     "both sides' wall-clock pace, or the events' where that is lower")
+                     "timed region, launches slower than the GPU, or a runner that misreports); the speedup is the "
+                     "lower of the two sides' wall-clock paces' ratio and their events'")
         # Both sides to their pace, the reference no further than the candidate: the figure is the lower of the
         # paces' ratio and the events'. A host-bound reference's pace (its launches: 5x its events for CUDA-L1's
         # L1/67 on the H100) lifted an honest review whose batch ran a little slow above every confirmed review of

@@ -17,6 +17,11 @@ inputs), every loop in each arm:
   from block to block and each side's median is taken over many placements.
 
     python scripts/device/event_drift.py --out DIR [--children 8] [--rounds 2] [--gap 1] [--arms poison,none,shim]
+        [--profile]
+
+`--profile`: every other process first profiles copy b once by CUPTI and tears it down, as the worker's verify stage
+does to the candidate (in 6 of the 12 shifted reviews of sessions 18-19 the side that moved was the candidate's;
+in the other 6 the reference's, which is never profiled).
 
 Prints one row a loop (median us of each copy, their ratio, the SM clock before and after by nvidia-smi, each
 block's median and where its outputs landed) and, per arm, the copies' ratio over every loop: the spread an
@@ -65,7 +70,7 @@ def block_addresses(log: list) -> dict[str, list[list[str]]]:
     return out
 
 
-def child(rounds: int, gap: float, arms: list[str], device: str = "cuda") -> list[dict]:
+def child(rounds: int, gap: float, arms: list[str], device: str = "cuda", profile: bool = False) -> list[dict]:
     import random
 
     import torch
@@ -86,6 +91,14 @@ def child(rounds: int, gap: float, arms: list[str], device: str = "cuda") -> lis
         return fn
 
     fns = {"a": copy("a"), "b": copy("b")}
+    if profile and dev.type == "cuda":  # as the worker's verify stage profiles the candidate once (one_trial), CUPTI
+        import os  # torn down after; here copy b is the one profiled
+
+        os.environ["TEARDOWN_CUPTI"] = "1"
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+            fns["b"](sets[0][0])
+            torch.cuda.synchronize()
+        log.clear()
     shim: list = []
     timers: list = []
 
@@ -136,10 +149,12 @@ def main() -> int:
     parser.add_argument("--arms", default="poison,none,shim")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a smoke test here
+    parser.add_argument("--profile", action="store_true", help="every other process first profiles copy b once by "
+                        "CUPTI (torch.profiler, TEARDOWN_CUPTI=1), as the worker profiles the candidate in verify")
     args = parser.parse_args()
     arms = [a for a in args.arms.split(",") if a]
     if args.child:
-        print(json.dumps(child(args.rounds, args.gap, arms, args.device)))
+        print(json.dumps(child(args.rounds, args.gap, arms, args.device, args.profile)))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"{'proc':>4} {'round':>5} {'arm':>6} {'a us':>7} {'b us':>7} {'a/b':>6}  clock before | after "
@@ -147,15 +162,17 @@ def main() -> int:
     table = []
     for p in range(args.children):
         done = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--child", "--rounds",
-                               str(args.rounds), "--gap", str(args.gap), "--arms", args.arms, "--device", args.device],
+                               str(args.rounds), "--gap", str(args.gap), "--arms", args.arms, "--device", args.device,
+                               *(["--profile"] if args.profile and p % 2 else [])],
                               capture_output=True, text=True)
         if done.returncode != 0:
             print(f"child {p} failed ({done.returncode}):\n{done.stderr[-3000:]}")
             continue
         for row in json.loads(done.stdout.strip().splitlines()[-1]):
-            row["proc"] = p
+            row["proc"], row["profiled_b"] = p, bool(args.profile and p % 2)
             table.append(row)
-            print(f"{p:>4} {row['round']:>4}{'*' if row['fresh_inputs'] else ' '} {row['arm']:>6} {row['a_us']:>7.3f} "
+            print(f"{p:>3}{'P' if row['profiled_b'] else ' '} {row['round']:>4}{'*' if row['fresh_inputs'] else ' '} "
+                  f"{row['arm']:>6} {row['a_us']:>7.3f} "
                   f"{row['b_us']:>7.3f} {row['ratio']:>6.3f}  {row['clock_before']} | {row['clock_after']}")
             for k in ("a", "b"):
                 print(f"{'':>10} {k} blocks {row['blocks'][k]}  at MiB {row['addresses'][k]}")
@@ -165,9 +182,11 @@ def main() -> int:
     if not table:
         return 1
     for arm in arms:
-        ratios = [r["ratio"] for r in table if r["arm"] == arm]
-        far = sum(abs(x - 1) > 0.025 for x in ratios)
-        print(f"{arm:>6}: a/b over {len(ratios)} loops {min(ratios):.3f}-{max(ratios):.3f}, {far} beyond 2.5%")
+        for profiled in sorted({r["profiled_b"] for r in table}):
+            ratios = [r["ratio"] for r in table if r["arm"] == arm and r["profiled_b"] == profiled]
+            far = sum(abs(x - 1) > 0.025 for x in ratios)
+            print(f"{arm:>6}{' (b profiled)' if profiled else ''}: a/b over {len(ratios)} loops "
+                  f"{min(ratios):.3f}-{max(ratios):.3f}, {far} beyond 2.5%")
     return 0
 
 

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 PROTOCOLS = ("single", "robust")  # the default --protocols: the one before, and the one reviews use
-KNOWN_PROTOCOLS = ("single", "robust", "ungrouped")
+KNOWN_PROTOCOLS = ("single", "robust", "shuffled", "ungrouped")
 CONDITIONS = ("quiet", "busy")
 
 
@@ -264,8 +264,8 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated task names or prefixes (L2/41,L3/15): review only "
                     "these of the chosen tasks, e.g. to measure a timer change on the tasks that missed")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS),
-                    help=f"comma-separated timing protocols to compare, of {', '.join(KNOWN_PROTOCOLS)} (robust and "
-                    "ungrouped report the trimmed mean, single the mean)")
+                    help=f"comma-separated timing protocols to compare, of {', '.join(KNOWN_PROTOCOLS)} (robust, "
+                    "shuffled and ungrouped report the trimmed mean, single the mean)")
     ap.add_argument("--seed-rows", type=Path, default=None, help="rows to start from when OUT has none yet (a "
                     ".jsonl or .jsonl.gz a run returned, e.g. docs/h200/timing/spread_s8.jsonl.gz): a fresh GPU "
                     "machine then resumes a committed run without carrying its rows")

@@ -109,6 +109,28 @@ def test_timer_groups_calls_on_their_own_rotated_buffers():
     assert all(torch.equal(out, sets()[k][0] + 1) for k, out in kept["f"])
 
 
+def test_the_shuffled_protocol_draws_the_sides_order_for_each_block_and_robust_keeps_it():
+    # session 19: a side's level was set where one of its blocks began, in patterns tied to the blocks' order, so one
+    # side could take the slow state for a whole review; drawn per block, it falls on either side alike
+    import random
+
+    def firsts(order_rng):
+        calls: list[str] = []
+        timer = Timer(torch.device("cpu"), order_rng=order_rng)
+        fns = {name: (lambda x, name=name: calls.append(name) or x + 1) for name in ("reference", "candidate")}
+        samples, _, _ = timer.run(fns, sets(), warmup=0, iters=40, block=2, group=1)
+        assert len(samples["reference"]) == len(samples["candidate"]) == 40  # every side gets every sample
+        return calls[::2]  # the first call of each side's block: blocks of 2 one-call samples
+
+    kept = firsts(None)
+    assert kept == ["reference", "candidate"] * 20  # robust: the order of the callables, every block
+    drawn = firsts(random.Random(3))
+    leaders = drawn[::2]  # who went first in each of the 20 blocks
+    assert 3 < leaders.count("candidate") < 17, leaders
+    assert timing.shuffles("shuffled") and not any(timing.shuffles(p) for p in ("robust", "ungrouped", "single"))
+    assert timing.protocol_limits("shuffled") == timing.protocol_limits("robust")
+
+
 def test_timer_on_cpu_times_single_calls_by_default():
     timer = Timer(torch.device("cpu"), small_call_s=10.0)  # every CPU call is "small": still no grouping
     samples, _, _ = timer.run({"f": lambda x: x + 1}, sets(), warmup=3, iters=5)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import random
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -171,7 +172,7 @@ class Timer:
                  after_call: Callable[[str], object] | None = None, l2_reset: Callable[[], object] | None = None,
                  small_call_s: float = SMALL_CALL_S, prefill: bool = False,
                  spin: Callable[[float], object] | None = None, prefill_max_s: float = PREFILL_MAX_S,
-                 group_by: str | None = "reference"):
+                 group_by: str | None = "reference", order_rng: random.Random | None = None):
         self.device = device
         self.cuda = device.type == "cuda"
         self.device_sync = device_sync
@@ -186,6 +187,7 @@ class Timer:
         self.last_prefill_s = 0.0
         self.last_outrun = False  # the last sample's enqueueing outlasted its spin
         self.group_by = group_by  # the callable whose warm-up calls size the group (absent: the fastest)
+        self.order_rng = order_rng  # draws the callables' order afresh for each block (the shuffled protocol)
         self.unqueued: list[str] = []  # set by a run's warm-up; kept by a later run without one (a re-time)
         self.info = LoopInfo()
         n = L2_FLUSH_BYTES if self.cuda else 32 * 1024 * 1024
@@ -312,7 +314,11 @@ class Timer:
             t_loop = time.perf_counter()
             while done < iters:
                 n = min(block, iters - done)
-                for name, fn in fns.items():
+                order = list(fns)
+                if self.order_rng is not None:
+                    self.order_rng.shuffle(order)
+                for name in order:
+                    fn = fns[name]
                     if self.poison is not None:
                         self.poison()
                     for j in range(n):
@@ -385,10 +391,20 @@ def compile_host_paced(comp_gpu_ms: float, comp_host_ms: float | None, cand_gpu_
 def protocol_limits(protocol: str) -> tuple[int | None, float, float]:
     """(calls per sample, seconds a re-time may use, the longest spin before a sample: 0 for none) of a timing
     protocol: robust lets the Timer choose the group, keeps the device busy while a sample is enqueued (up to
-    PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; ungrouped does the same with one call per
-    sample, each after its own L2 flush; single times one call per sample, once, as the host launches it."""
-    return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
+    PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; shuffled is robust with the callables' order
+    drawn for each block (`shuffles`); ungrouped does the same with one call per sample, each after its own L2
+    flush; single times one call per sample, once, as the host launches it."""
+    return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S), "shuffled": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
             "ungrouped": (1, TIMING_BUDGET_S, PREFILL_MAX_S)}.get(protocol, (1, 0.0, 0.0))
+
+
+def shuffles(protocol: str) -> bool:
+    """Whether the protocol draws the callables' order afresh for each block of samples (`shuffled`: robust
+    otherwise). An experiment: in session 18-19's shifted reviews each side's level changed only where a block
+    began and held through it, in patterns tied to the blocks' order (reference low, candidate high, reference high,
+    candidate low, ...), so a state set at a block's start could fall on one side for a whole review; with the order
+    drawn per block, it falls on either side alike (docs/h200/timing, session 19)."""
+    return protocol == "shuffled"
 
 
 def retime_if_noisy(first: T, noise: Callable[[T], float], again: Callable[[], T], loop_s: float,

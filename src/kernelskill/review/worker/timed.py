@@ -25,7 +25,7 @@ def time_stage(w: Worker) -> None:
     from kernelskill.review.compare import compare_outputs
     from kernelskill.review.results import TimingStats
     from kernelskill.review.timing import (PREFILL_MAX_S, SMALL_CALL_S, TIMING_BUDGET_S, Timer, compile_host_paced,
-                                           hidden_work, host_paced, protocol_limits, retime_if_noisy)
+                                           hidden_work, host_paced, protocol_limits, retime_if_noisy, shuffles)
 
     seeds = w.req.seeds
     device = w.device.type
@@ -58,8 +58,10 @@ def time_stage(w: Worker) -> None:
             threads = set(threading.enumerate())
 
     group, retime_budget, prefill_max_s = protocol_limits(w.settings.timing_protocol)
+    shuffled = shuffles(w.settings.timing_protocol)
     timer = Timer(w.device, device_sync=w.guards.device_sync, poison=lambda: poison(w), after_call=after_call,
-                  prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S)
+                  prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S,
+                  order_rng=w.rng if shuffled else None)
     with _cuda_errors(w):
         samples, synced, kept = timer.run(fns, sets, warmup, iters,
                                           keep_last=len(sets) if w.guards.timed_outputs else 0,
@@ -142,8 +144,8 @@ def time_stage(w: Worker) -> None:
         ref, cand,
         clock="cuda_events" if device == "cuda" else "cpu_perf_counter",
         method=(
-            f"up to {warmup} warm-up + {timed} timed samples each{cut}, interleaved in blocks of 10; before each "
-            f"sample one of "
+            f"up to {warmup} warm-up + {timed} timed samples each{cut}, interleaved in blocks of 10"
+            + (" in an order drawn for each block" if shuffled else "") + "; before each sample one of "
             f"{len(sets)} input sets is copied into one of {max(2, group)} fixed input buffers and "
             + (("the L2 cache is flushed (256 MB zeroed) and before each loop the persisting L2 reset; CUDA events "
                 "on the current stream"

@@ -392,8 +392,8 @@ def protocol_limits(protocol: str) -> tuple[int | None, float, float]:
     """(calls per sample, seconds a re-time may use, the longest spin before a sample: 0 for none) of a timing
     protocol: robust lets the Timer choose the group, keeps the device busy while a sample is enqueued (up to
     PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; shuffled is robust with the callables' order
-    drawn for each block (`shuffles`); ungrouped does the same with one call per sample, each after its own L2
-    flush; single times one call per sample, once, as the host launches it."""
+    drawn for each block (`shuffles`); ungrouped is robust with one call per sample, each after its own L2 flush;
+    single times one call per sample, once, as the host launches it."""
     return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S), "shuffled": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
             "ungrouped": (1, TIMING_BUDGET_S, PREFILL_MAX_S)}.get(protocol, (1, 0.0, 0.0))
 

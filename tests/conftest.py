@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -209,22 +210,33 @@ def _copy_kernels(source: Path, target: Path, owner: tuple[int, int] | None = No
 
 @pytest.fixture
 def fresh_inductor_cache(tmp_path, monkeypatch, tmp_path_factory):
-    """An Inductor cache of this test's own (the sandbox's caches, under a folder of this test's): its FX graph and
+    """Inductor caches of this test's own (the sandbox's caches, under a folder of this test's): their FX graph and
     AOT autograd caches are empty, so every graph is a cache miss compiled here unless the test warmed it; the
-    kernels compiled by earlier tests of the session are there (see above), and this test's are kept for later
-    ones."""
-    from kernelskill.review import confine
+    kernels compiled by earlier tests of the session are in them (see above), and this test's are kept for later
+    ones. Seeded: the shared runners' folder and the reference runner's (where a judged review's torch.compile
+    baseline and the warm-ups compile); a candidate's runner's, whose folder is named by its source, through
+    `seed_candidate(source)`. Harvested: every runner's."""
+    from kernelskill.review import caches, confine
 
     root = tmp_path / "sandbox-caches"
     monkeypatch.setenv("KERNELSKILL_SANDBOX_CACHE", str(root))
     drop = confine._drop_plan({"user": True}, [])[0]
     uid, gid = (drop["uid"], drop["gid"]) if drop else (os.geteuid(), os.getegid())
-    inductor = confine.sandbox_cache_root(uid) / "inductor"  # as caches.runner_caches names it
-    inductor.mkdir(parents=True)
+    owner = (uid, gid) if os.geteuid() == 0 else None
+    base = caches.sandbox_cache_root(uid)  # as caches.runner_caches names its folders
     store = _inductor_kernel_store(tmp_path_factory)
-    _copy_kernels(store, inductor, (uid, gid) if os.geteuid() == 0 else None)
-    yield inductor
-    _copy_kernels(inductor, store)
+
+    def seed(folder: Path) -> Path:
+        inductor = folder / "inductor"
+        inductor.mkdir(parents=True, exist_ok=True)
+        _copy_kernels(store, inductor, owner)  # runner_caches makes the folders above it the runner's
+        return inductor
+
+    seeded = SimpleNamespace(shared=seed(base), reference=seed(base / "reference"),
+                             seed_candidate=lambda source: seed(base / "candidates" / caches.owner_key(source)))
+    yield seeded
+    for inductor in root.glob("**/inductor"):
+        _copy_kernels(inductor, store)
 
 
 def process_running(pid: int) -> bool:

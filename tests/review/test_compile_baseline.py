@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from kernelskill.candidate import read_candidate
 from tests.conftest import DATA, fast_settings, run_review
 
 P01 = "problems/p01_pointwise_gelu_chain.py"
@@ -215,6 +216,7 @@ def test_a_candidate_whose_compile_fails_in_inductors_subprocess_is_run_again_co
     failing, a kernel KernelBench's harness rates correct. Such a failure is Inductor's, not the candidate's: its first
     call is made again with the kernels compiled in the worker's own process, and the review says so."""
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")  # a pool, however many cores this machine has
+    fresh_inductor_cache.seed_candidate(read_candidate(DATA / "candidates/special/c02_compiles_itself.py").source)
     result = run_review("problems/p13_scaled_leaky_relu.py", "candidates/special/c02_compiles_itself.py", tmp_path,
                         rules="kernelbench")
     assert result.correct, result.error

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 PROTOCOLS = ("single", "robust")  # the default --protocols: the one before, and the one reviews use
-KNOWN_PROTOCOLS = ("single", "robust", "shuffled", "ungrouped")
+KNOWN_PROTOCOLS = ("single", "robust", "placed", "ungrouped")
 CONDITIONS = ("quiet", "busy")
 
 
@@ -124,6 +124,15 @@ def prebuild_all(tasks: list[dict], device: str, log_dir: Path, jobs: int) -> No
     print(f"prebuilds done in {time.perf_counter() - start:.0f} s", flush=True)
 
 
+def outputs_at(log: Path) -> str | None:
+    """Where each side's timed outputs landed, as the candidate's runner logged it (a diagnostic, never a figure)."""
+    try:
+        found = [line for line in log.read_text(errors="replace").splitlines() if "timed outputs at" in line]
+    except OSError:
+        return None
+    return found[0].split(": ", 1)[1] if found else None
+
+
 def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
     from kernelskill.candidate import read_candidate
     from kernelskill.review.reviewer import review
@@ -158,6 +167,7 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
             "sol_ms": sol.sol_ms if sol else None, "pct_of_sol": sol.pct_of_sol if sol else None,
             # what the judge's batch measured: each side's pace, its walls, whether the claim was confirmed
             "judge_batch": r.judge_batch.model_dump() if r.judge_batch else None,
+            "out_at": outputs_at(log_dir / "worker.log"),
             "batch_cpu": os.environ.get("KERNELSKILL_BATCH_CPU")}  # both batches on one CPU (review/quiet.py)
 
 
@@ -265,7 +275,7 @@ def main() -> int:
                     "these of the chosen tasks, e.g. to measure a timer change on the tasks that missed")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS),
                     help=f"comma-separated timing protocols to compare, of {', '.join(KNOWN_PROTOCOLS)} (robust, "
-                    "shuffled and ungrouped report the trimmed mean, single the mean)")
+                    "placed and ungrouped report the trimmed mean, single the mean)")
     ap.add_argument("--seed-rows", type=Path, default=None, help="rows to start from when OUT has none yet (a "
                     ".jsonl or .jsonl.gz a run returned, e.g. docs/h200/timing/spread_s8.jsonl.gz): a fresh GPU "
                     "machine then resumes a committed run without carrying its rows")

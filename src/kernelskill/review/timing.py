@@ -77,6 +77,11 @@ UNQUEUED_SHARE = 0.5
 SPIN_CLOCK_HZ = 2.0e9  # cycles per second assumed for torch.cuda._sleep; a slower clock only spins longer
 
 
+# the placed protocol: the most its pool of input buffers and its spacer take (bytes)
+PLACE_POOL_BYTES = 256 << 20
+SPACER_MAX_BYTES = 64 << 20
+
+
 def clone_args(args: list) -> list:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
@@ -155,6 +160,9 @@ class LoopInfo:
     outrun: dict[str, int] = field(default_factory=dict)
     # callables whose warm-up launches outlasted their spin (UNQUEUED_SHARE): those were timed without the spin
     unqueued: list[str] = field(default_factory=list)
+    # per callable: the device addresses its timed samples' last outputs landed at, in order of first use (a
+    # diagnostic: two callables of one kernel timed 5-10% apart for a whole review, sessions 18-20)
+    out_at: dict[str, list[int]] = field(default_factory=dict)
 
 
 class Timer:
@@ -172,7 +180,7 @@ class Timer:
                  after_call: Callable[[str], object] | None = None, l2_reset: Callable[[], object] | None = None,
                  small_call_s: float = SMALL_CALL_S, prefill: bool = False,
                  spin: Callable[[float], object] | None = None, prefill_max_s: float = PREFILL_MAX_S,
-                 group_by: str | None = "reference", order_rng: random.Random | None = None):
+                 group_by: str | None = "reference", place_rng: random.Random | None = None):
         self.device = device
         self.cuda = device.type == "cuda"
         self.device_sync = device_sync
@@ -187,7 +195,9 @@ class Timer:
         self.last_prefill_s = 0.0
         self.last_outrun = False  # the last sample's enqueueing outlasted its spin
         self.group_by = group_by  # the callable whose warm-up calls size the group (absent: the fastest)
-        self.order_rng = order_rng  # draws the callables' order afresh for each block (the shuffled protocol)
+        # the placed protocol: each sample's input buffers drawn from a pool and a spacer held through it (`places`)
+        self.place_rng = place_rng
+        self.spacer_max = 0  # bytes: the largest spacer, twice the largest output of the warm-up (CUDA only)
         self.unqueued: list[str] = []  # set by a run's warm-up; kept by a later run without one (a re-time)
         self.info = LoopInfo()
         n = L2_FLUSH_BYTES if self.cuda else 32 * 1024 * 1024
@@ -244,6 +254,22 @@ class Timer:
         ms = elapsed * 1e3 / n
         return ms, ms, out
 
+    def _pool_size(self, group: int, args: list) -> int:
+        """Input buffers to draw a sample's from: the group, or under the placed protocol 2 x group + 1 where they
+        take no more than PLACE_POOL_BYTES."""
+        if self.place_rng is None:
+            return group
+        pool = 2 * group + 1
+        return pool if pool * _nbytes(args) <= PLACE_POOL_BYTES else max(group, 2)
+
+    def _spacer(self) -> torch.Tensor | None:
+        """Under the placed protocol on CUDA: a block of random size (up to `spacer_max`) held through one sample,
+        outside its timed region, so the outputs its calls allocate land elsewhere from sample to sample."""
+        if self.place_rng is None or not self.spacer_max:
+            return None
+        return torch.empty(self.place_rng.randrange(0, self.spacer_max + 1, 512), dtype=torch.uint8,
+                           device=self.device)
+
     def run(
         self,
         fns: dict[str, Callable],
@@ -276,7 +302,10 @@ class Timer:
                 spent, times = 0.0, []
                 for i in range(warmup):
                     t0 = time.perf_counter()
-                    ms, _, _ = self._one(fn, [(input_sets[i % len(input_sets)], slots[i % 2])], name)
+                    ms, _, out = self._one(fn, [(input_sets[i % len(input_sets)], slots[i % 2])], name)
+                    if self.place_rng is not None and self.cuda:
+                        self.spacer_max = min(max(self.spacer_max, 2 * _nbytes(out)), SPACER_MAX_BYTES)
+                    del out
                     spent += time.perf_counter() - t0
                     times.append(ms / 1e3)
                     outran.setdefault(name, []).append(self.last_outrun)
@@ -294,7 +323,7 @@ class Timer:
             if group is None:
                 group = group_for(event_s, self.group_by, self.small_call_s) if self.cuda else 1
             info.group = group
-            slots += [clone_args(input_sets[0]) for _ in range(group - len(slots))]
+            slots += [clone_args(input_sets[0]) for _ in range(self._pool_size(group, input_sets[0]) - len(slots))]
             if budget_s is not None and warmup > 0:
                 cost = sum(per_call.values()) * group
                 if cost * iters > budget_s:
@@ -314,18 +343,17 @@ class Timer:
             t_loop = time.perf_counter()
             while done < iters:
                 n = min(block, iters - done)
-                order = list(fns)
-                if self.order_rng is not None:
-                    self.order_rng.shuffle(order)
-                for name in order:
-                    fn = fns[name]
+                for name, fn in fns.items():
                     if self.poison is not None:
                         self.poison()
                     for j in range(n):
                         first = counter + j * group
-                        calls = [(input_sets[(first + c) % len(input_sets)], slots[(first + c) % len(slots)])
-                                 for c in range(group)]
+                        picks = (self.place_rng.sample(range(len(slots)), group) if self.place_rng is not None
+                                 else [(first + c) % len(slots) for c in range(group)])
+                        calls = [(input_sets[(first + c) % len(input_sets)], slots[picks[c]]) for c in range(group)]
+                        spacer = self._spacer()
                         ms, idle_ms, out = self._one(fn, calls, name)
+                        del spacer
                         if self.last_prefill_s:
                             info.prefill_s[name] = self.last_prefill_s
                             info.outrun[name] = info.outrun.get(name, 0) + self.last_outrun
@@ -333,6 +361,9 @@ class Timer:
                             self.after_call(name)
                         samples[name].append(ms)
                         synced[name].append(idle_ms)
+                        at = _first_address(out)
+                        if at is not None and at not in info.out_at.setdefault(name, []):
+                            info.out_at[name].append(at)
                         if done + j >= iters - keep_last:
                             # a copy: an output that aliases the input buffer would be overwritten by later calls
                             kept[name].append(((first + group - 1) % len(input_sets), _copy_outputs(out)))
@@ -391,20 +422,21 @@ def compile_host_paced(comp_gpu_ms: float, comp_host_ms: float | None, cand_gpu_
 def protocol_limits(protocol: str) -> tuple[int | None, float, float]:
     """(calls per sample, seconds a re-time may use, the longest spin before a sample: 0 for none) of a timing
     protocol: robust lets the Timer choose the group, keeps the device busy while a sample is enqueued (up to
-    PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; shuffled is robust with the callables' order
-    drawn for each block (`shuffles`); ungrouped is robust with one call per sample, each after its own L2 flush;
-    single times one call per sample, once, as the host launches it."""
-    return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S), "shuffled": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
+    PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; placed is robust with each sample's placement
+    drawn (`places`); ungrouped is robust with one call per sample, each after its own L2 flush; single times one
+    call per sample, once, as the host launches it."""
+    return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S), "placed": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
             "ungrouped": (1, TIMING_BUDGET_S, PREFILL_MAX_S)}.get(protocol, (1, 0.0, 0.0))
 
 
-def shuffles(protocol: str) -> bool:
-    """Whether the protocol draws the callables' order afresh for each block of samples (`shuffled`: robust
-    otherwise). An experiment: in session 18-19's shifted reviews each side's level changed only where a block
-    began and held through it, in patterns tied to the blocks' order (reference low, candidate high, reference high,
-    candidate low, ...), so a state set at a block's start could fall on one side for a whole review; with the order
-    drawn per block, it falls on either side alike (docs/h200/timing, session 19)."""
-    return protocol == "shuffled"
+def places(protocol: str) -> bool:
+    """Whether the protocol draws each sample's placement in memory (`placed`: robust otherwise): its calls' input
+    buffers from a pool of 2 x group + 1, and a spacer of random size held through it so the outputs its calls
+    allocate land elsewhere. An experiment: in session 20's reviews (H100) the two sides' timed outputs landed in
+    different blocks of the allocator's memory (same kernel, same inputs: the reference in one, the candidate in
+    three others), and a side 5-10% slow for a whole review kept its level through every block, as if set by where
+    its buffers lie; drawn per sample, each side's median is taken over many placements (docs/h200/timing)."""
+    return protocol == "placed"
 
 
 def retime_if_noisy(first: T, noise: Callable[[T], float], again: Callable[[], T], loop_s: float,
@@ -425,6 +457,27 @@ def hidden_work(samples: list[float], synced: list[float], ref_samples: list[flo
     gap = statistics.median(synced) - statistics.median(samples)
     ref_gap = statistics.median(ref_synced) - statistics.median(ref_samples)
     return gap > ref_gap + max(0.02, 0.1 * statistics.median(samples))
+
+
+def _nbytes(value) -> int:
+    """Bytes of the tensors in a value (a tensor, or a list or tuple of them, nested)."""
+    if isinstance(value, torch.Tensor):
+        return value.untyped_storage().nbytes()
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+def _first_address(out) -> int | None:
+    """The device address of the first tensor in a callable's output, if any."""
+    if isinstance(out, torch.Tensor):
+        return out.data_ptr() if out.is_cuda else None
+    if isinstance(out, (list, tuple)):
+        for o in out:
+            at = _first_address(o)
+            if at is not None:
+                return at
+    return None
 
 
 def _copy_outputs(out):

@@ -25,7 +25,7 @@ def time_stage(w: Worker) -> None:
     from kernelskill.review.compare import compare_outputs
     from kernelskill.review.results import TimingStats
     from kernelskill.review.timing import (PREFILL_MAX_S, SMALL_CALL_S, TIMING_BUDGET_S, Timer, compile_host_paced,
-                                           hidden_work, host_paced, protocol_limits, retime_if_noisy, shuffles)
+                                           hidden_work, host_paced, places, protocol_limits, retime_if_noisy)
 
     seeds = w.req.seeds
     device = w.device.type
@@ -58,15 +58,20 @@ def time_stage(w: Worker) -> None:
             threads = set(threading.enumerate())
 
     group, retime_budget, prefill_max_s = protocol_limits(w.settings.timing_protocol)
-    shuffled = shuffles(w.settings.timing_protocol)
+    placed = places(w.settings.timing_protocol)
     timer = Timer(w.device, device_sync=w.guards.device_sync, poison=lambda: poison(w), after_call=after_call,
                   prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S,
-                  order_rng=w.rng if shuffled else None)
+                  place_rng=w.rng if placed else None)
     with _cuda_errors(w):
         samples, synced, kept = timer.run(fns, sets, warmup, iters,
                                           keep_last=len(sets) if w.guards.timed_outputs else 0,
                                           group=group)
     first = timer.info
+    if first.out_at:  # where each side's outputs landed: the log's, for reading beside the samples, never a claim
+        low = min(a for seen in first.out_at.values() for a in seen)
+        print("[kernelskill] timed outputs at (MiB from the lowest): " + "; ".join(
+            f"{name} {' '.join(f'{(a - low) / 2**20:.3f}' for a in seen[:8])}" for name, seen in first.out_at.items()),
+            flush=True)
     hidden = w.guards.device_sync and device == "cuda" and hidden_work(
         samples["candidate"], synced["candidate"], samples["reference"], synced["reference"])
     if hidden:
@@ -145,8 +150,10 @@ def time_stage(w: Worker) -> None:
         clock="cuda_events" if device == "cuda" else "cpu_perf_counter",
         method=(
             f"up to {warmup} warm-up + {timed} timed samples each{cut}, interleaved in blocks of 10"
-            + (" in an order drawn for each block" if shuffled else "") + "; before each sample one of "
-            f"{len(sets)} input sets is copied into one of {max(2, group)} fixed input buffers and "
+            + "; before each sample one of "
+            + (f"{len(sets)} input sets is copied into input buffers drawn for the sample, a block of random size "
+               "is held through it (so its outputs land elsewhere), and " if placed else
+               f"{len(sets)} input sets is copied into one of {max(2, group)} fixed input buffers and ")
             + (("the L2 cache is flushed (256 MB zeroed) and before each loop the persisting L2 reset; CUDA events "
                 "on the current stream"
                 + ("; the candidate left work running past its stop event, so all callables are timed until the "

@@ -117,7 +117,7 @@ def fill_host_paced(results_path: Path) -> int:
     """Fill `speedup_vs_compile_host_paced` into a results.json from its run folder's run.db (the best kernel's own
     review: torch.compile's and the kernel's GPU medians and host times, through the review's own formula), for
     tasks timed beside torch.compile that lack it. Rewrites the file; returns how many tasks were filled."""
-    from kernelskill.review.timing import host_paced
+    from kernelskill.review.paced import host_paced
     from kernelskill.store import RunStore
 
     results = json.loads(results_path.read_text())

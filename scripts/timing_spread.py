@@ -188,7 +188,7 @@ def reported(row: dict) -> float | None:
 
 def paced(row: dict) -> float | None:
     """The row's speedup at the launches' pace (recorded, or worked out from its host times and sample medians)."""
-    from kernelskill.review.timing import host_paced
+    from kernelskill.review.paced import host_paced
 
     if row.get("speedup_host_paced"):
         return row["speedup_host_paced"]

@@ -120,6 +120,11 @@ class ReviewSettings(BaseModel):
         "against). docs/h200/timing has the measurements")
     reverify_above: float = Field(10.0, gt=1, description="speedups above this are re-verified and flagged")
     reverify_trials: int = Field(20, ge=1)
+    batch_retries: int = Field(
+        1, ge=0, le=3, description="reviews on a GPU made again, each with fresh runners and inputs, when the judge's "
+        "batch leaves the candidate's event times unconfirmed by no more than a busy host's hiccup (20 ms): the second's "
+        "figure is kept when its batch confirms them, the lower of the two when not, and a failure is the verdict"
+    )
     reuse_worker: bool = Field(
         True, description="serve reviews from a warm worker process (a fresh one after any crash, hang or rejection)"
     )

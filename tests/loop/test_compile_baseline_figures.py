@@ -14,7 +14,7 @@ import pytest
 from kernelskill.bench.runner import BenchRequest, run_bench
 from kernelskill.loop.settings import LoopSettings
 from kernelskill.review.results import TimingStats
-from kernelskill.review.timing import host_paced
+from kernelskill.review.paced import host_paced
 from kernelskill.settings import ReviewSettings
 
 from .helpers import PROBLEM, AgentScript, FakeEvaluator, kernel

@@ -326,7 +326,7 @@ def test_a_few_slow_samples_cannot_pull_a_suspect_under_the_reverification_thres
 
 
 def test_host_paced_speedup_counts_the_launches_where_they_outlast_the_gpu_work():
-    from kernelskill.review.timing import host_paced
+    from kernelskill.review.paced import host_paced
 
     # CUDA-L1's L2/41 on the H200 (docs/h200/timing): the reference launched for 0.30 ms a call running 0.052 ms on
     # the GPU, the fused candidate 0.038 ms for 0.044 ms; prefilled samples saw 1.17x, the launches' pace 6.9x
@@ -395,7 +395,7 @@ def test_a_forward_whose_launches_cannot_be_queued_ahead_is_timed_without_the_sp
 
 
 def test_the_speedup_over_torch_compile_at_the_launches_pace_is_flagged_where_the_compiled_host_sets_it():
-    from kernelskill.review.timing import compile_host_paced
+    from kernelskill.review.paced import compile_host_paced
 
     # CUDA-L1's L2/86 (Matmul_Divide_GELU) on the H200: torch.compile(Model) ran 16.0 us on the GPU and took 270.2 us
     # of host time to launch; the kernel 22.2 us for 95.2 us. On the GPU 0.72x, back to back 2.84x (published: 2.18x)

@@ -16,8 +16,10 @@ The trust boundary. Code that has run problem or candidate code is never trusted
 The verdict is correct only when the judge's comparisons pass; the reference's time is the reference runner's
 (the candidate runner's may be at most 5% slower), and so is torch.compile(Model)'s with `--baseline compile`
 (compiled and timed only there); the candidate's event time is bounded by the judge's clock over
-the batch (judge.py says how), and where it is not confirmed both sides are put at their pace in that batch; a
-batch far slower than its claimed pace is cut at a limit of the judge's (verdict: timeout). While either batch runs,
+the batch (judge.py says how), and where it is not confirmed both sides are put at their pace in that batch (on
+a GPU, a claim missed by no more than a busy host's hiccup first gets a second review, fresh runners and inputs,
+and the lower figure stands unless that batch confirms it); a batch far slower than its claimed pace is cut at a
+limit of the judge's (verdict: timeout). While either batch runs,
 the builds of later candidates are stopped (quiet.py), so a host-bound kernel's pace is not the compilers'. A GPU
 may hold a few reviews at once (turns.py): their untimed steps run side by side, each timed step (the reference's
 timing, the runner's timing stage, the two batches) waits until no other step runs, and while it runs every other
@@ -59,8 +61,9 @@ A map of the package, in the order a review goes through it:
   request and messages between it and the reviewer (wire.py).
 - guards (guards.py): what holds the verdict against an adversarial candidate at run time (integrity of the
   harness's functions, poisoned freed memory, plain output tensors, which kernels and ops a forward ran).
-- comparing and timing (compare.py, timing.py): outputs against the reference; do_bench-style timing with rotated
-  inputs, an L2 flush and a device-wide sync.
+- comparing and timing (compare.py, timing.py, paced.py): outputs against the reference; do_bench-style timing
+  with rotated inputs, an L2 flush and a device-wide sync; the figures at the launches' pace and against
+  torch.compile(Model).
 - results (results.py, render.py, logs.py): the typed result of each stage and of the review, rendered for people
   and machines, with logs trimmed to the lines that matter.
 - CUDA building (cuda/): compiling `load_inline` candidates with one stand-in for torch's (cuda/inline.py: run on

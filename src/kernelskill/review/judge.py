@@ -34,6 +34,10 @@ verdict: this module establishes everything a candidate could want raised.
   idle until now, run its batch, so the two batches are seconds apart (a busy machine, a bench building the next
   candidates, weighs on both alike) and nothing of the candidate's runs beside the reference's. Then the outputs
   of calls the judge picks only now are compared.
+  A claim the judge's clock missed by no more than a busy host's hiccup (judge_time.RETRY_EXCESS_S) keeps the device
+  for a second review, with fresh runners and a fresh input file (reviewer.review, ReviewSettings.batch_retries):
+  each batch is checked whole, so either bounds real work, and what is kept of the two is never a higher figure
+  than one of them confirmed (verdict.keep_after_retry).
 """
 
 from __future__ import annotations
@@ -58,7 +62,8 @@ from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, Timi
 from kernelskill.review.wire import Command
 # the candidate's timing held to the batch, and its constants (re-exported: scripts and tests read them here)
 from kernelskill.review.judge_time import (PHASE_ABS_S, PHASE_TOL, REF_SLACK, UNRESOLVED_FACTOR,  # noqa: F401
-                                           WALL_ABS_S, WALL_TOL, _stats, bound_timing, fastest_confirmable)
+                                           WALL_ABS_S, WALL_TOL, _stats, bound_timing, fastest_confirmable,
+                                           worth_retrying)
 
 JUDGE_TRIALS = 3  # trials on seeds only the judge knew
 # outputs of the candidate's batch compared whole, picked after it answered: at least BATCH_PICKS, and up to
@@ -143,6 +148,9 @@ class JudgeReport:
     timing: TimingResult | None = None  # the runner's timing, bounded
     batch: JudgeBatch | None = None  # what bounded it, for the record
     seconds: dict[str, float] = field(default_factory=dict)  # the judge's own parts, by its clock
+    # its batch left the claim unconfirmed by a margin a busy host's hiccup explains (judge_time.worth_retrying), and
+    # the device was kept (`device_done` not called) for a second review
+    retry: bool = False
 
 
 def draw_seeds(n: int) -> list[int]:
@@ -278,14 +286,15 @@ def batch_cut(ref: ReferenceRun, runner_timing: TimingResult, calls: int, limit:
 def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rtol: float,
                    limits: dict[str, float], runner_timing: TimingResult | None, ref_worker=None,
                    device_done: Callable[[], None] | None = None, compare_on: str = "cpu",
-                   turn: Turn | None = None) -> JudgeReport:
+                   turn: Turn | None = None, hold_for_retry: bool = False) -> JudgeReport:
     """The judge's trials and batch on a candidate runner that waits for commands; kills the runner at the end.
     `ref_worker`, the reference runner, waits for commands too: it runs the reference's batch after the candidate's
     (raises ReferenceFailed when it cannot), and is killed after it. Outputs are compared on device `compare_on`
     (comparing_device). `device_done` is called once neither runner is left and the outputs are compared: what
     remains (the timing bounded, the files removed) is this process's work on the host, and the device may serve
     the next review meanwhile. Under a `turn` (a device shared with other reviews, turns.py) the two batches, with
-    the candidate runner's kill between them, are one timed step; the rest are plain steps."""
+    the candidate runner's kill between them, are one timed step; the rest are plain steps. `hold_for_retry`: a
+    batch worth retrying (judge_time.worth_retrying) keeps the device (no `device_done`) and says so (`retry`)."""
     report = JudgeReport()
     max_bytes = 4 * ref.output_bytes + (1 << 20)
     dying: threading.Thread | None = None  # the reference runner, killed while the picked outputs are compared
@@ -366,7 +375,12 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
                                  f"reference ({why}); every call must compute its result", check="judge:batch-outputs")
             dying.join()
             dying = None
-            if device_done is not None:
+            if _stats(runner_timing.candidate.model_dump()) is None:  # bound_timing has nothing to hold
+                return _fail(report, "rejected", "the candidate runner's timing samples are not usable (none, more "
+                             "than the judge reads, or not all finite and positive)", check="judge:timing-samples")
+            report.timing, flags, report.batch = bound_timing(runner_timing, ref, walls, calls)
+            report.retry = hold_for_retry and worth_retrying(report.batch)
+            if device_done is not None and not report.retry:
                 device_done()
             held = sorted(set(picks) | set(secrets.SystemRandom().sample(range(calls), min(DIGEST_CHECKS, calls))))
             why = check_digests(cand_folder / "batch", said["digests"], held, max_bytes * calls, calls)
@@ -379,7 +393,6 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             if why:
                 return _fail(report, "rejected", f"outputs of calls in a batch timed by the judge differ from the "
                              f"reference ({why}); every call must compute its result", check="judge:batch-samples")
-            report.timing, flags, report.batch = bound_timing(runner_timing, ref, walls, calls)
             report.batch.checked_calls, report.batch.digests_checked = picks, len(held)
             report.batch.sampled_calls = len(rest)
             report.batch.runner_calls_s = {"reference": ref.said["calls_s"], "candidate": said["calls_s"]}

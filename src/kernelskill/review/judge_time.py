@@ -22,6 +22,13 @@ WALL_ABS_S = 0.001
 # A confirmed claim the batch would have confirmed this many times smaller as well is flagged: the judge's clock
 # could not tell it from a lie (a batch whose calls take a few milliseconds in all, against WALL_ABS_S)
 UNRESOLVED_FACTOR = 1.5
+# An unconfirmed batch whose calls part ran past what would have confirmed its claim by no more than this is worth a
+# second review (ReviewSettings.batch_retries): on a host with 14 of 16 cores busy, an honest 3.3 us kernel's 341
+# calls (1.1 ms of GPU work) took 2.3 ms longer by the judge's clock than the reference's, the runners' own loops
+# 0.4 ms, and its figure fell to 0.29x against 0.97x in its other reviews (docs/h200/timing, session 20). A cheat
+# whose batch hides more than this is not retried; one that hides less gets a second batch it must pass as well
+RETRY_EXCESS_S = 0.02
+RETRY_DEVICES = {"cuda"}  # where a batch is short against the host's hiccups; a CPU batch is 50 ms of calls
 PHASE_TOL, PHASE_ABS_S = 0.25, 0.005  # until session 14 the candidate's prepare and commit were allowed this much
 # longer than the reference's, the excess counted as its calls'. On a GPU their file transfers took 3 ms to 3.9 s
 # on the H100, and a quarter of that is more than the whole calls part of most level-1 batches (docs/h200/trust,
@@ -113,7 +120,7 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     result = TimingResult.of(ref_stats, cand, **fields)
     if result.noisy:  # the noise verdict is the judge's, on the figures it kept; the runner's says nothing
         flags.append(f"noisy_timing: {result.noisy_reason}")
-    from kernelskill.review.timing import compile_baseline
+    from kernelskill.review.paced import compile_baseline
 
     flags += compile_baseline(result, ref, wall_call_s * 1e3)
     batch = JudgeBatch(calls=calls, reference_calls=len(ref.batch_seeds),
@@ -139,3 +146,15 @@ def fastest_confirmable(pace_s: float, calls: int, ref_walls: dict[str, float], 
 
 def _scaled(stats: TimingStats, factor: float) -> TimingStats:
     return TimingStats.from_samples([s * factor for s in stats.samples_ms])
+
+
+def excess_s(batch: JudgeBatch) -> float:
+    """Seconds the candidate's calls part ran past what would have confirmed its claim: 0 when it was confirmed."""
+    if batch.confirmed:
+        return 0.0
+    return max(0.0, batch.calls * (batch.candidate_pace_us - batch.claimed_us * (1 + WALL_TOL)) / 1e6 - WALL_ABS_S)
+
+
+def worth_retrying(batch: JudgeBatch) -> bool:
+    """An unconfirmed claim by a margin a busy host's hiccup explains (RETRY_EXCESS_S)."""
+    return not batch.confirmed and excess_s(batch) <= RETRY_EXCESS_S

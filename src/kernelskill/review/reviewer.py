@@ -32,7 +32,9 @@ from kernelskill.review.rules import RuleSet
 from kernelskill.review.sol import assess as assess_speed_of_light
 from kernelskill.review.static_checks import split_findings, static_checks
 from kernelskill.review.turns import Turn
-from kernelskill.review.verdict import Seen, decide, rejection_text
+from kernelskill.review import judge_time
+from kernelskill.review.judge_time import excess_s
+from kernelskill.review.verdict import Seen, decide, keep_after_retry, rejection_text
 from kernelskill.review.wire import ReviewRequest, Seeds
 from kernelskill.settings import ReviewSettings
 
@@ -122,7 +124,7 @@ def review(
     ref_env = clean_environment(env, interpret=device == "cpu", sandbox=settings.sandbox, reference=True)
     ref_outcome = run_worker(_request(problem, nothing, settings, device, "none", seeds, mode="reference", judged=True),
                              timeouts, log_dir / "reference.log", ref_env, reuse=settings.reuse_worker, turn=turn)
-    ref_run, ref_worker = None, ref_outcome.worker
+    ref_run, ref_worker, retrying = None, ref_outcome.worker, False
     if ref_worker is None:
         return _reference_failed(base, ref_outcome, log_dir / "reference.log", time.perf_counter() - start)
     try:
@@ -152,19 +154,32 @@ def review(
                                                   settings.atol, settings.rtol, timeouts,
                                                   outcome.results.timing if settings.timing else None, ref_worker,
                                                   device_done=release, compare_on=judge.comparing_device(device, env),
-                                                  turn=turn)
+                                                  turn=turn, hold_for_retry=settings.batch_retries > 0
+                                                  and device in judge_time.RETRY_DEVICES)
+                    retrying = report.ok and report.retry
                 except judge.ReferenceFailed as exc:
                     return _reference_failed(base, ref_outcome, log_dir / "reference.log",
                                              time.perf_counter() - start, str(exc))
     finally:
         ref_worker.kill()
-        if release is not None:
+        if release is not None and not retrying:  # a retry keeps the device: the second review gives it back
             release()
     result = _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem, report,
                       judged=True)
     result.stage_seconds.update(ref_seconds)  # this side's clock: the reference runner's start and whole part
     if ref_run is not None:  # and its commands after the candidate's part (its batch's reserve)
         result.stage_seconds.update({k: round(v, 3) for k, v in ref_run.seconds.items()})
+    if retrying and result.correct and result.judge_batch is not None:
+        say("judge: a second review (the batch's clock did not confirm the first)")
+        try:
+            again = review(problem, candidate, settings.model_copy(update={"batch_retries": settings.batch_retries - 1}),
+                           log_dir / "retry", env, progress, release, turn)
+        finally:
+            if release is not None:
+                release()
+        return keep_after_retry(result, again, excess_s(result.judge_batch))
+    if release is not None:
+        release()
     return result
 
 

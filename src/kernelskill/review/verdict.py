@@ -16,7 +16,7 @@ from kernelskill.review.judge import JudgeReport
 from kernelskill.review.precision import settle
 from kernelskill.review.processes import describe_exit
 from kernelskill.review.results import (Check, CompileResult, ErrorKind, JudgeBatch, Mismatch, PolicyResult,
-                                        Precision, SpeedOfLight, Stage, TimingResult)
+                                        Precision, ReviewResult, SpeedOfLight, Stage, TimingResult)
 from kernelskill.review.rules import RuleSet
 from kernelskill.review.sandbox import WorkerOutcome
 
@@ -156,3 +156,23 @@ def decide(seen: Seen, rules: RuleSet, backend: str, dtypes: list[str], weights:
 def rejection_text(checks: list[Check]) -> str:
     return (f"rejected by check {checks[0].name}: {checks[0].detail}"
             + (f" (and {len(checks) - 1} more)" if len(checks) > 1 else ""))
+
+
+def keep_after_retry(first: ReviewResult, again: ReviewResult, excess_s: float) -> ReviewResult:
+    """The result of a review whose batch left the candidate's claim unconfirmed by `excess_s` (a margin a busy host's
+    hiccup explains: judge_time.worth_retrying) and of the second review that earned (fresh runners and inputs). A
+    failure in the second is the verdict; a batch it confirmed gives its figure; otherwise the lower figure stands.
+    Neither review's figure is raised: each was bounded by its own batch, and the one kept says what happened."""
+    first_said = f"{first.speedup:.3g}x" if first.speedup is not None else "no figure"
+    if not again.correct:
+        kept, outcome = again, "failed, and its verdict is kept"
+    elif again.judge_batch is not None and again.judge_batch.confirmed:
+        kept, outcome = again, "confirmed them, and its figure is kept"
+    else:
+        kept = min((first, again), key=lambda r: r.speedup if r.speedup is not None else float("inf"))
+        outcome = "did not confirm them either, and the lower figure is kept"
+    flag = (f"timing_retried: the first review's batch ran {excess_s * 1e3:.1f} ms past what would have confirmed the "
+            f"candidate's event times ({first_said} at the batch's pace); a second review, with fresh runners and "
+            f"inputs, {outcome}")
+    seconds = {**kept.stage_seconds, "first_review": (first.stage_seconds or {}).get("wall", 0.0)}
+    return kept.model_copy(update={"flags": [*kept.flags, flag], "stage_seconds": seconds})

@@ -24,8 +24,9 @@ def time_stage(w: Worker) -> None:
     w.log.stage("time")
     from kernelskill.review.compare import compare_outputs
     from kernelskill.review.results import TimingStats
-    from kernelskill.review.timing import (PREFILL_MAX_S, SMALL_CALL_S, TIMING_BUDGET_S, Timer, compile_host_paced,
-                                           hidden_work, host_paced, places, protocol_limits, retime_if_noisy)
+    from kernelskill.review.paced import compile_host_paced, host_paced
+    from kernelskill.review.timing import (PREFILL_MAX_S, SMALL_CALL_S, TIMING_BUDGET_S, Timer, hidden_work, places,
+                                           protocol_limits, retime_if_noisy)
 
     seeds = w.req.seeds
     device = w.device.type

@@ -164,23 +164,21 @@ def review(
         ref_worker.kill()
         if release is not None and not retrying:  # a retry keeps the device: the second review gives it back
             release()
-    result = _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem, report,
-                      judged=True)
-    result.stage_seconds.update(ref_seconds)  # this side's clock: the reference runner's start and whole part
-    if ref_run is not None:  # and its commands after the candidate's part (its batch's reserve)
-        result.stage_seconds.update({k: round(v, 3) for k, v in ref_run.seconds.items()})
-    if retrying and result.correct and result.judge_batch is not None:
-        say("judge: a second review (the batch's clock did not confirm the first)")
-        try:
+    try:
+        result = _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem,
+                          report, judged=True)
+        result.stage_seconds.update(ref_seconds)  # this side's clock: the reference runner's start and whole part
+        if ref_run is not None:  # and its commands after the candidate's part (its batch's reserve)
+            result.stage_seconds.update({k: round(v, 3) for k, v in ref_run.seconds.items()})
+        if retrying and result.correct and result.judge_batch is not None:
+            say("judge: a second review (the batch's clock did not confirm the first)")
             again = review(problem, candidate, settings.model_copy(update={"batch_retries": settings.batch_retries - 1}),
                            log_dir / "retry", env, progress, release, turn)
-        finally:
-            if release is not None:
-                release()
-        return keep_after_retry(result, again, excess_s(result.judge_batch))
-    if release is not None:
-        release()
-    return result
+            return keep_after_retry(result, again, excess_s(result.judge_batch))
+        return result
+    finally:
+        if release is not None:  # (given back once: a no-op where it was)
+            release()
 
 
 def _once(fn: Callable[[], None]) -> Callable[[], None]:

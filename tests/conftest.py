@@ -232,9 +232,9 @@ def fresh_inductor_cache(tmp_path, monkeypatch, tmp_path_factory):
         _copy_kernels(store, inductor, owner)  # runner_caches makes the folders above it the runner's
         return inductor
 
-    seeded = SimpleNamespace(shared=seed(base), reference=seed(base / "reference"),
-                             seed_candidate=lambda source: seed(base / "candidates" / caches.owner_key(source)))
-    yield seeded
+    seed(base)
+    seed(base / "reference")
+    yield SimpleNamespace(seed_candidate=lambda source: seed(base / "candidates" / caches.owner_key(source)))
     for inductor in root.glob("**/inductor"):
         _copy_kernels(inductor, store)
 

@@ -91,7 +91,7 @@ def bound_timing(timing: TimingResult, ref: ReferenceRun, walls: dict[str, float
     # at the pace of calls made back to back from Python: each side's pace in its batch, by the judge's clock (the
     # runner's own figure, from its claimed host times, is never taken; host_us stays only as its hint)
     fields["speedup_host_paced"] = round(ref_pace_s / wall_call_s, 4) if wall_call_s > 0 else None
-    confirmed = wall_call_s <= claimed_s * (1 + WALL_TOL) + WALL_ABS_S / calls
+    confirmed = overrun_s(wall_call_s, claimed_s, calls) <= 0
     fastest_s, _ = fastest_confirmable(wall_call_s, calls, ref.batch_walls, walls, share)
     if confirmed and claimed_s > UNRESOLVED_FACTOR * fastest_s:
         flags.append(f"timing_unresolved: the judge's batch of {calls} calls took {walls['calls'] * 1e3:.2f} ms by "
@@ -148,11 +148,17 @@ def _scaled(stats: TimingStats, factor: float) -> TimingStats:
     return TimingStats.from_samples([s * factor for s in stats.samples_ms])
 
 
+def overrun_s(pace_s: float, claimed_s: float, calls: int) -> float:
+    """Seconds a batch of `calls` at `pace_s` a call ran past what confirms a claim of `claimed_s` (WALL_TOL of it,
+    plus WALL_ABS_S a batch): at most 0 is confirmed."""
+    return calls * (pace_s - claimed_s * (1 + WALL_TOL)) - WALL_ABS_S
+
+
 def excess_s(batch: JudgeBatch) -> float:
     """Seconds the candidate's calls part ran past what would have confirmed its claim: 0 when it was confirmed."""
     if batch.confirmed:
         return 0.0
-    return max(0.0, batch.calls * (batch.candidate_pace_us - batch.claimed_us * (1 + WALL_TOL)) / 1e6 - WALL_ABS_S)
+    return max(0.0, overrun_s(batch.candidate_pace_us / 1e6, batch.claimed_us / 1e6, batch.calls))
 
 
 def worth_retrying(batch: JudgeBatch) -> bool:

@@ -417,25 +417,22 @@ def hidden_work(samples: list[float], synced: list[float], ref_samples: list[flo
     return gap > ref_gap + max(0.02, 0.1 * statistics.median(samples))
 
 
-def _nbytes(value) -> int:
-    """Bytes of the tensors in a value (a tensor, or a list or tuple of them, nested)."""
+def _tensors(value):
+    """The tensors in a callable's output (a tensor, or lists and tuples of them, nested), in order."""
     if isinstance(value, torch.Tensor):
-        return value.untyped_storage().nbytes()
-    if isinstance(value, (list, tuple)):
-        return sum(_nbytes(v) for v in value)
-    return 0
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)
+
+
+def _nbytes(value) -> int:
+    return sum(t.untyped_storage().nbytes() for t in _tensors(value))
 
 
 def _first_address(out) -> int | None:
-    """The device address of the first tensor in a callable's output, if any."""
-    if isinstance(out, torch.Tensor):
-        return out.data_ptr() if out.is_cuda else None
-    if isinstance(out, (list, tuple)):
-        for o in out:
-            at = _first_address(o)
-            if at is not None:
-                return at
-    return None
+    """The device address of the first CUDA tensor in a callable's output, if any."""
+    return next((t.data_ptr() for t in _tensors(out) if t.is_cuda), None)
 
 
 def _copy_outputs(out):

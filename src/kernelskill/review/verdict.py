@@ -174,5 +174,5 @@ def keep_after_retry(first: ReviewResult, again: ReviewResult, excess_s: float) 
     flag = (f"timing_retried: the first review's batch ran {excess_s * 1e3:.1f} ms past what would have confirmed the "
             f"candidate's event times ({first_said} at the batch's pace); a second review, with fresh runners and "
             f"inputs, {outcome}")
-    seconds = {**kept.stage_seconds, "first_review": (first.stage_seconds or {}).get("wall", 0.0)}
+    seconds = {**kept.stage_seconds, "first_review": first.stage_seconds.get("wall", 0.0)}
     return kept.model_copy(update={"flags": [*kept.flags, flag], "stage_seconds": seconds})

@@ -10,7 +10,8 @@ tasks: the 10 level-1 tasks with the smallest eager times, then the rest spread 
 the smallest and `--max-ms` (50 ms), `--tasks` in all (`--only` keeps some of them). Each task is reviewed
 `--repeats` times per protocol (`timing_protocol`: single = one call per event pair and one loop, as the host
 launches it, the protocol before; robust = a spin before each sample, calls under 50 us in groups, a noisy loop
-timed again; ungrouped = robust with one call per sample and a longer spin) and per condition (quiet; busy:
+timed again; graphed = robust with a sample's calls under 1 ms replayed from a CUDA graph, what reviews use;
+ungrouped = robust with one call per sample and a longer spin) and per condition (quiet; busy:
 os.cpu_count() - 2 processes spinning), the protocols interleaved, task by task (a run stopped by its budget
 leaves whole tasks, smallest first). The figure compared is the one each protocol reports: the mean speedup
 (single) or the trimmed mean (the others), with the median beside it.
@@ -41,8 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-PROTOCOLS = ("single", "robust")  # the default --protocols: the one before, and the one reviews use
-KNOWN_PROTOCOLS = ("single", "robust", "placed", "ungrouped")
+PROTOCOLS = ("robust", "graphed")  # the default --protocols: the one before, and the one reviews use
+KNOWN_PROTOCOLS = ("single", "robust", "graphed", "ungrouped")
 CONDITIONS = ("quiet", "busy")
 
 
@@ -111,7 +112,7 @@ def prebuild_all(tasks: list[dict], device: str, log_dir: Path, jobs: int) -> No
     from kernelskill.review.reviewer import prebuild
 
     def one(t: dict) -> str:
-        built = prebuild(t["problem"], read_candidate(Path(t["kernel"])), settings_for("robust", device),
+        built = prebuild(t["problem"], read_candidate(Path(t["kernel"])), settings_for("graphed", device),
                          log_dir=log_dir / "prebuild" / t["task"].replace("/", "_"))
         if built is None:
             return "nothing to build ahead"
@@ -122,15 +123,6 @@ def prebuild_all(tasks: list[dict], device: str, log_dir: Path, jobs: int) -> No
         for t, said in zip(tasks, pool.map(one, tasks)):
             print(f"prebuild {t['task']}: {said[:160]}", flush=True)
     print(f"prebuilds done in {time.perf_counter() - start:.0f} s", flush=True)
-
-
-def outputs_at(log: Path) -> str | None:
-    """Where each side's timed outputs landed, as the candidate's runner logged it (a diagnostic, never a figure)."""
-    try:
-        found = [line for line in log.read_text(errors="replace").splitlines() if "timed outputs at" in line]
-    except OSError:
-        return None
-    return found[0].split(": ", 1)[1] if found else None
 
 
 def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
@@ -145,13 +137,14 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
     def samples(stats) -> list[float]:  # in order, to see where the slow ones fall (a clock ramp, a stall)
         return [float(f"{x * 1e3:.4g}") for x in stats.samples_ms] if stats else []
 
-    return {"correct": r.correct, "error_kind": r.error_kind, "error": (r.error or "")[:200], "wall_s": round(time.perf_counter() - start, 2),
+    return {"correct": r.correct, "error_kind": r.error_kind, "error": (r.error or "")[:2000], "wall_s": round(time.perf_counter() - start, 2),
             "time_stage_s": (r.stage_seconds or {}).get("time"),
+            "first_review_s": (r.stage_seconds or {}).get("first_review"),  # set where the batch retry made a second
             "ref_rel_mad": t.reference.rel_mad if t else None, "cand_rel_mad": t.candidate.rel_mad if t else None,
             "retimed": t.retimed if t else None, "prefill_us": t.prefill_us if t else None,
             "host_us": t.host_us if t else None, "spin_outrun": getattr(t, "spin_outrun", None) if t else None,
             "flags": [f for f in r.flags if f.split(":")[0] in ("host_bound", "reference_host_bound", "noisy_timing",
-                                                                "timing_retimed", "spin_outrun",
+                                                                "timing_retimed", "timing_retried", "spin_outrun",
                                                                 "host_synchronized", "timing_unconfirmed",
                                                                 "timing_unresolved")],
             "ref_samples_us": samples(t.reference if t else None),
@@ -167,7 +160,10 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
             "sol_ms": sol.sol_ms if sol else None, "pct_of_sol": sol.pct_of_sol if sol else None,
             # what the judge's batch measured: each side's pace, its walls, whether the claim was confirmed
             "judge_batch": r.judge_batch.model_dump() if r.judge_batch else None,
-            "out_at": outputs_at(log_dir / "worker.log"),
+            # the graphed protocol: whether the samples replayed graphs, or why its capture was not used
+            "graphed": ("replayed" if "from a CUDA graph" in t.method else
+                        t.method.split("capture was not used (", 1)[1].split("): calls", 1)[0][:200]
+                        if "capture was not used" in t.method else None) if t else None,
             "batch_cpu": os.environ.get("KERNELSKILL_BATCH_CPU")}  # both batches on one CPU (review/quiet.py)
 
 
@@ -207,7 +203,8 @@ def judged(row: dict) -> str:
         return ""
     graphs = batch.get("graphs") or {}
     ran = "/".join({True: "g", False: "e"}.get(graphs.get(side), "-") for side in ("reference", "candidate"))
-    return f"{'confirmed' if batch.get('confirmed') else 'unconfirmed'}, graphs {ran}"
+    timed = {None: "", "replayed": ", timed from graphs"}.get(row.get("graphed"), f", timed eagerly: {row.get('graphed')}")
+    return f"{'confirmed' if batch.get('confirmed') else 'unconfirmed'}, graphs {ran}{timed}"
 
 
 def table(rows: list[dict], tasks: list[dict], protocols: tuple[str, ...] = PROTOCOLS) -> None:
@@ -279,7 +276,7 @@ def main() -> int:
                     "these of the chosen tasks, e.g. to measure a timer change on the tasks that missed")
     ap.add_argument("--protocols", default=",".join(PROTOCOLS),
                     help=f"comma-separated timing protocols to compare, of {', '.join(KNOWN_PROTOCOLS)} (robust, "
-                    "placed and ungrouped report the trimmed mean, single the mean)")
+                    "graphed and ungrouped report the trimmed mean, single the mean)")
     ap.add_argument("--seed-rows", type=Path, default=None, help="rows to start from when OUT has none yet (a "
                     ".jsonl or .jsonl.gz a run returned, e.g. docs/h200/timing/spread_s8.jsonl.gz): a fresh GPU "
                     "machine then resumes a committed run without carrying its rows")

@@ -111,12 +111,13 @@ class ReviewSettings(BaseModel):
         "random", description="which side runs first in each trial; random (a coin per trial) unless debugging"
     )
     input_sets: int = Field(3, ge=3, le=16, description="distinct input sets rotated through while timing")
-    timing_protocol: Literal["robust", "placed", "ungrouped", "single"] = Field(
-        "robust", description="robust: the device kept busy while a sample is enqueued (a side whose forward "
-        "waits on the device is timed as the host runs it), calls under 50 us (the reference's) timed in "
-        "groups per event pair and a noisy loop timed once more; placed: robust with each sample's input buffers "
-        "and output placement drawn in memory (an experiment); ungrouped: robust with one call per event pair; "
-        "single: one call per event pair, one loop, as the host launches it (the protocol before, kept to compare "
+    timing_protocol: Literal["graphed", "robust", "ungrouped", "single"] = Field(
+        "graphed", description="graphed: robust, with the calls of a sample under 1 ms (the reference's) replayed "
+        "from a CUDA graph captured once per loop, where every side's replay gives its eager calls' bytes (else "
+        "robust); robust: the device kept busy while a sample is enqueued (a side whose forward waits on the "
+        "device is timed as the host runs it), calls under 50 us (the reference's) timed in groups per event pair "
+        "and a noisy loop timed once more, every call launched one by one; ungrouped: robust with one call per "
+        "event pair; single: one call per event pair, one loop, as the host launches it (kept to compare "
         "against). docs/h200/timing has the measurements")
     reverify_above: float = Field(10.0, gt=1, description="speedups above this are re-verified and flagged")
     reverify_trials: int = Field(20, ge=1)

@@ -109,31 +109,6 @@ def test_timer_groups_calls_on_their_own_rotated_buffers():
     assert all(torch.equal(out, sets()[k][0] + 1) for k, out in kept["f"])
 
 
-def test_the_placed_protocol_draws_each_samples_input_buffers_and_robust_keeps_them_fixed():
-    # session 20: the two sides' timed outputs landed in different blocks of memory and one side could be 5-10% slow
-    # for a whole review; drawn per sample, each side's median is taken over many placements
-    import random
-
-    def buffers(place_rng):
-        seen: list[tuple[str, int, float]] = []
-        timer = Timer(torch.device("cpu"), place_rng=place_rng)
-        fns = {name: (lambda x, name=name: seen.append((name, x.data_ptr(), float(x[0]))) or x + 1)
-               for name in ("reference", "candidate")}
-        samples, _, kept = timer.run(fns, sets(), warmup=0, iters=40, block=2, group=2, keep_last=3)
-        assert len(samples["reference"]) == len(samples["candidate"]) == 40
-        for name in fns:  # the outputs still answer the input set they were computed from
-            assert [float(out[0]) for _, out in kept[name]] == [k + 1.0 for k, _ in kept[name]]
-        pairs = [seen[i:i + 2] for i in range(0, len(seen), 2)]  # each sample's two calls
-        assert all(a[1] != b[1] for a, b in pairs)  # never one buffer for two calls of a sample
-        assert [c[2] for c in seen[:6]] == [0.0, 1.0, 2.0, 0.0, 0.0, 1.0]  # the input sets rotate as before
-        return {a[1] for a, _ in pairs if a[0] == "candidate"}  # the buffers a sample's first call got
-
-    assert len(buffers(None)) == 1  # robust: each call of a sample in the same buffer, sample after sample
-    assert len(buffers(random.Random(3))) >= 4  # placed: drawn from 2 x 2 + 1
-    assert timing.places("placed") and not any(timing.places(p) for p in ("robust", "ungrouped", "single"))
-    assert timing.protocol_limits("placed") == timing.protocol_limits("robust")
-
-
 def test_timer_on_cpu_times_single_calls_by_default():
     timer = Timer(torch.device("cpu"), small_call_s=10.0)  # every CPU call is "small": still no grouping
     samples, _, _ = timer.run({"f": lambda x: x + 1}, sets(), warmup=3, iters=5)

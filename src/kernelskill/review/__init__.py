@@ -61,9 +61,9 @@ A map of the package, in the order a review goes through it:
   request and messages between it and the reviewer (wire.py).
 - guards (guards.py): what holds the verdict against an adversarial candidate at run time (integrity of the
   harness's functions, poisoned freed memory, plain output tensors, which kernels and ops a forward ran).
-- comparing and timing (compare.py, timing.py, paced.py): outputs against the reference; do_bench-style timing
-  with rotated inputs, an L2 flush and a device-wide sync; the figures at the launches' pace and against
-  torch.compile(Model).
+- comparing and timing (compare.py, timing.py, graphed.py, paced.py): outputs against the reference; do_bench-style
+  timing with rotated inputs, an L2 flush and a device-wide sync, a sample's calls under 1 ms replayed from a CUDA
+  graph checked against its eager calls; the figures at the launches' pace and against torch.compile(Model).
 - results (results.py, render.py, logs.py): the typed result of each stage and of the review, rendered for people
   and machines, with logs trimmed to the lines that matter.
 - CUDA building (cuda/): compiling `load_inline` candidates with one stand-in for torch's (cuda/inline.py: run on

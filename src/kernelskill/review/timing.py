@@ -8,7 +8,9 @@ where the reference's calls take under SMALL_CALL_S, a group of back-to-back cal
 group for every callable); then the whole device is synchronized and a third event marks when it was idle. When a
 callable's stop event comes clearly before its device is idle (work hidden on side streams or threads), every
 callable is scored by the idle-device times instead, so hidden work is counted. Before each timed loop the
-persisting L2 is reset, so no access policy window survives the flush. All samples are kept.
+persisting L2 is reset, so no access policy window survives the flush. All samples are kept. Under the graphed
+protocol, a sample's calls shorter than GRAPH_BELOW_S are captured once per loop as a CUDA graph and each sample
+replays it (graphed.py), where every callable's replay gives its eager calls' bytes.
 Reference and candidate are timed in the same process, interleaved in blocks, under the same conditions.
 """
 
@@ -17,13 +19,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import random
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
 import torch
+
+from kernelskill.review.graphed import GroupGraph, capture_groups
 
 T = TypeVar("T")
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # well above the H200's 50 MB (and any current GPU's) L2
@@ -43,6 +46,10 @@ MIN_ITERS = 10
 # took 44-50 us was timed 1 call per sample in some reviews and 2 in others (the second finds L2 warm), and its
 # speedup moved 7% between reviews (CUDA-L1's L2/41 on the H200, docs/h200/timing).
 SMALL_CALL_S = 50e-6
+# The graphed protocol replays the calls of callables shorter than this on the GPU (the `group_by` callable's warm-up
+# calls, as for the group): a graph saves launch work, a few microseconds a kernel, which is noise in a longer call
+# (and a graph's memory pool holds a second copy of a call's outputs and intermediates)
+GRAPH_BELOW_S = 1e-3
 MAX_GROUP = 32
 CUDA_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06  # cudaLimitPersistingL2CacheSize
 # Prefill (the robust protocol): before a sample's start event the stream gets a spin kernel long enough for the host
@@ -71,11 +78,6 @@ PREFILL_MARGIN_S = 3e-3
 # launch-bound reference timed at its launches' pace (CUDA-L1's L2/41: 6.5x there against 1.16x on the GPU)
 UNQUEUED_SHARE = 0.5
 SPIN_CLOCK_HZ = 2.0e9  # cycles per second assumed for torch.cuda._sleep; a slower clock only spins longer
-
-
-# the placed protocol: the most its pool of input buffers and its spacer take (bytes)
-PLACE_POOL_BYTES = 256 << 20
-SPACER_MAX_BYTES = 64 << 20
 
 
 def clone_args(args: list) -> list:
@@ -156,9 +158,8 @@ class LoopInfo:
     outrun: dict[str, int] = field(default_factory=dict)
     # callables whose warm-up launches outlasted their spin (UNQUEUED_SHARE): those were timed without the spin
     unqueued: list[str] = field(default_factory=list)
-    # per callable: the device addresses its timed samples' last outputs landed at, in order of first use (a
-    # diagnostic: two callables of one kernel timed 5-10% apart for a whole review, sessions 18-20)
-    out_at: dict[str, list[int]] = field(default_factory=dict)
+    graphed: list[str] = field(default_factory=list)  # callables whose samples replayed a captured group (graphed)
+    graph_error: str | None = None  # why the graphed protocol's capture was not used: every side is timed eagerly
 
 
 class Timer:
@@ -176,7 +177,7 @@ class Timer:
                  after_call: Callable[[str], object] | None = None, l2_reset: Callable[[], object] | None = None,
                  small_call_s: float = SMALL_CALL_S, prefill: bool = False,
                  spin: Callable[[float], object] | None = None, prefill_max_s: float = PREFILL_MAX_S,
-                 group_by: str | None = "reference", place_rng: random.Random | None = None):
+                 group_by: str | None = "reference", graphs: bool = False):
         self.device = device
         self.cuda = device.type == "cuda"
         self.device_sync = device_sync
@@ -191,9 +192,9 @@ class Timer:
         self.last_prefill_s = 0.0
         self.last_outrun = False  # the last sample's enqueueing outlasted its spin
         self.group_by = group_by  # the callable whose warm-up calls size the group (absent: the fastest)
-        # the placed protocol: each sample's input buffers drawn from a pool and a spacer held through it (`places`)
-        self.place_rng = place_rng
-        self.spacer_max = 0  # bytes: the largest spacer, twice the largest output of the warm-up (CUDA only)
+        self.graphs = graphs  # the graphed protocol: a sample's group captured once per loop and replayed (graphed.py)
+        self.graphed: dict[str, GroupGraph] = {}
+        self.graph_calls = False  # set by a run's warm-up (GRAPH_BELOW_S); kept by a later run without one (a re-time)
         self.unqueued: list[str] = []  # set by a run's warm-up; kept by a later run without one (a re-time)
         self.info = LoopInfo()
         n = L2_FLUSH_BYTES if self.cuda else 32 * 1024 * 1024
@@ -213,6 +214,10 @@ class Timer:
         events, ms per call until the whole device was idle, the last call's output). The inputs are copied and the
         L2 flushed once, before the group; with prefill the device is then kept busy while the group is enqueued."""
         fresh = []
+        graph = self.graphed.get(name)
+        if graph is not None and (len(calls) != len(graph.buffers)
+                                  or any(slot is not b for (_, slot), b in zip(calls, graph.buffers))):
+            graph = None  # not the buffers it was captured on (never, as run() draws them): called eagerly
         for args, slot in calls:
             for dst, src in zip(slot, args):
                 if isinstance(dst, torch.Tensor):
@@ -225,8 +230,11 @@ class Timer:
             start, end, idle = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             start.record()
             t0 = time.perf_counter()
-            for a in fresh:
-                out = fn(*a)
+            if graph is not None:
+                out = graph.replay()
+            else:
+                for a in fresh:
+                    out = fn(*a)
             enqueued = time.perf_counter() - t0
             self.host_s.setdefault(name, []).append(enqueued / n)
             self.last_outrun = bool(self.last_prefill_s) and enqueued > self.last_prefill_s
@@ -249,22 +257,6 @@ class Timer:
         self.last_outrun = bool(self.last_prefill_s) and elapsed > self.last_prefill_s
         ms = elapsed * 1e3 / n
         return ms, ms, out
-
-    def _pool_size(self, group: int, args: list) -> int:
-        """Input buffers to draw a sample's from: the group, or under the placed protocol 2 x group + 1 where they
-        take no more than PLACE_POOL_BYTES."""
-        if self.place_rng is None:
-            return group
-        pool = 2 * group + 1
-        return pool if pool * _nbytes(args) <= PLACE_POOL_BYTES else max(group, 2)
-
-    def _spacer(self) -> torch.Tensor | None:
-        """Under the placed protocol on CUDA: a block of random size (up to `spacer_max`) held through one sample,
-        outside its timed region, so the outputs its calls allocate land elsewhere from sample to sample."""
-        if self.place_rng is None or not self.spacer_max:
-            return None
-        return torch.empty(self.place_rng.randrange(0, self.spacer_max + 1, 512), dtype=torch.uint8,
-                           device=self.device)
 
     def run(
         self,
@@ -299,8 +291,6 @@ class Timer:
                 for i in range(warmup):
                     t0 = time.perf_counter()
                     ms, _, out = self._one(fn, [(input_sets[i % len(input_sets)], slots[i % 2])], name)
-                    if self.place_rng is not None and self.cuda:
-                        self.spacer_max = min(max(self.spacer_max, 2 * _nbytes(out)), SPACER_MAX_BYTES)
                     del out
                     spent += time.perf_counter() - t0
                     times.append(ms / 1e3)
@@ -313,13 +303,26 @@ class Timer:
                 if times:
                     event_s[name] = statistics.median(times[1:] or times)
             if warmup > 0:
+                self.graph_calls = bool(event_s) and event_s.get(
+                    self.group_by or "", min(event_s.values(), default=1.0)) < GRAPH_BELOW_S
                 self.unqueued = [name for name, seen in outran.items()
                                  if sum(seen[1:] or seen) > UNQUEUED_SHARE * len(seen[1:] or seen)]
             info.unqueued = list(self.unqueued)
             if group is None:
                 group = group_for(event_s, self.group_by, self.small_call_s) if self.cuda else 1
             info.group = group
-            slots += [clone_args(input_sets[0]) for _ in range(self._pool_size(group, input_sets[0]) - len(slots))]
+            slots += [clone_args(input_sets[0]) for _ in range(group - len(slots))]
+            self.graphed = {}
+            if self.graphs and self.cuda and self.graph_calls:
+                self.graphed, info.graph_error = capture_groups(fns, slots[:group], input_sets, self.device)
+                info.graphed = list(self.graphed)
+                for name, fn in fns.items() if not self.graphed else ():
+                    # a capture empties the allocator's cache: one untimed sample each fills it again, so no timed
+                    # sample of the eager calls pays the driver for memory (a millisecond against microseconds)
+                    self._one(fn, [(input_sets[c % len(input_sets)], slots[c]) for c in range(group)], name)
+                    if self.after_call is not None:
+                        self.after_call(name)
+            spots = group if self.graphed else len(slots)  # graphed: every sample on the buffers its graph reads
             if budget_s is not None and warmup > 0:
                 cost = sum(per_call.values()) * group
                 if cost * iters > budget_s:
@@ -344,12 +347,9 @@ class Timer:
                         self.poison()
                     for j in range(n):
                         first = counter + j * group
-                        picks = (self.place_rng.sample(range(len(slots)), group) if self.place_rng is not None
-                                 else [(first + c) % len(slots) for c in range(group)])
-                        calls = [(input_sets[(first + c) % len(input_sets)], slots[picks[c]]) for c in range(group)]
-                        spacer = self._spacer()
+                        calls = [(input_sets[(first + c) % len(input_sets)], slots[(first + c) % spots])
+                                 for c in range(group)]
                         ms, idle_ms, out = self._one(fn, calls, name)
-                        del spacer
                         if self.last_prefill_s:
                             info.prefill_s[name] = self.last_prefill_s
                             info.outrun[name] = info.outrun.get(name, 0) + self.last_outrun
@@ -357,9 +357,6 @@ class Timer:
                             self.after_call(name)
                         samples[name].append(ms)
                         synced[name].append(idle_ms)
-                        at = _first_address(out)
-                        if at is not None and at not in info.out_at.setdefault(name, []):
-                            info.out_at[name].append(at)
                         if done + j >= iters - keep_last:
                             # a copy: an output that aliases the input buffer would be overwritten by later calls
                             kept[name].append(((first + group - 1) % len(input_sets), _copy_outputs(out)))
@@ -380,21 +377,19 @@ class Timer:
 def protocol_limits(protocol: str) -> tuple[int | None, float, float]:
     """(calls per sample, seconds a re-time may use, the longest spin before a sample: 0 for none) of a timing
     protocol: robust lets the Timer choose the group, keeps the device busy while a sample is enqueued (up to
-    PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; placed is robust with each sample's placement
-    drawn (`places`); ungrouped is robust with one call per sample, each after its own L2 flush; single times one
-    call per sample, once, as the host launches it."""
-    return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S), "placed": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
+    PREFILL_MAX_S) and re-times a noisy loop within TIMING_BUDGET_S; graphed is robust with each sample's group
+    replayed from a CUDA graph (`graphs`); ungrouped is robust with one call per sample, each after its own L2
+    flush; single times one call per sample, once, as the host launches it."""
+    return {"robust": (None, TIMING_BUDGET_S, PREFILL_MAX_S), "graphed": (None, TIMING_BUDGET_S, PREFILL_MAX_S),
             "ungrouped": (1, TIMING_BUDGET_S, PREFILL_MAX_S)}.get(protocol, (1, 0.0, 0.0))
 
 
-def places(protocol: str) -> bool:
-    """Whether the protocol draws each sample's placement in memory (`placed`: robust otherwise): its calls' input
-    buffers from a pool of 2 x group + 1, and a spacer of random size held through it so the outputs its calls
-    allocate land elsewhere. An experiment: in session 20's reviews (H100) the two sides' timed outputs landed in
-    different blocks of the allocator's memory (same kernel, same inputs: the reference in one, the candidate in
-    three others), and a side 5-10% slow for a whole review kept its level through every block, as if set by where
-    its buffers lie; drawn per sample, each side's median is taken over many placements (docs/h200/timing)."""
-    return protocol == "placed"
+def graphs(protocol: str) -> bool:
+    """Whether the protocol replays each sample's group of calls from a CUDA graph captured once per loop (`graphed`:
+    robust otherwise, and robust wherever a side cannot be captured or its replay differs from its eager calls):
+    launched one by one, a few-microsecond call's GPU time moved 6-10% from process to process on the H100; replayed,
+    0.5% (graphed.py)."""
+    return protocol == "graphed"
 
 
 def retime_if_noisy(first: T, noise: Callable[[T], float], again: Callable[[], T], loop_s: float,
@@ -415,24 +410,6 @@ def hidden_work(samples: list[float], synced: list[float], ref_samples: list[flo
     gap = statistics.median(synced) - statistics.median(samples)
     ref_gap = statistics.median(ref_synced) - statistics.median(ref_samples)
     return gap > ref_gap + max(0.02, 0.1 * statistics.median(samples))
-
-
-def _tensors(value):
-    """The tensors in a callable's output (a tensor, or lists and tuples of them, nested), in order."""
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _tensors(v)
-
-
-def _nbytes(value) -> int:
-    return sum(t.untyped_storage().nbytes() for t in _tensors(value))
-
-
-def _first_address(out) -> int | None:
-    """The device address of the first CUDA tensor in a callable's output, if any."""
-    return next((t.data_ptr() for t in _tensors(out) if t.is_cuda), None)
 
 
 def _copy_outputs(out):

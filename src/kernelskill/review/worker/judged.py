@@ -364,7 +364,7 @@ def time_reference(w: Worker, input_seeds: list[int]) -> dict:
     it into the reference runner's caches) and timed in the same loop, interleaved with the reference: the compile
     baseline is a timing figure too, and a candidate's process could slow it."""
     from kernelskill.review.results import TimingStats
-    from kernelskill.review.timing import PREFILL_MAX_S, Timer, protocol_limits
+    from kernelskill.review.timing import PREFILL_MAX_S, Timer, graphs, protocol_limits
     from kernelskill.review.worker.baseline import ready_baseline
 
     sets = [w.make_inputs(s) for s in input_seeds]
@@ -378,7 +378,8 @@ def time_reference(w: Worker, input_seeds: list[int]) -> dict:
         else:
             found["compile_error"] = failed
     group, _, prefill_max_s = protocol_limits(w.settings.timing_protocol)
-    timer = Timer(w.device, device_sync=True, prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S)
+    timer = Timer(w.device, device_sync=True, prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S,
+                  graphs=graphs(w.settings.timing_protocol))
     samples, synced, _ = timer.run(fns, sets, w.req.warmup, w.req.iters, group=group)
     stats = TimingStats.from_samples(samples["reference"])
     host = timer.info.host_ms.get("reference")

@@ -25,7 +25,7 @@ def time_stage(w: Worker) -> None:
     from kernelskill.review.compare import compare_outputs
     from kernelskill.review.results import TimingStats
     from kernelskill.review.paced import compile_host_paced, host_paced
-    from kernelskill.review.timing import (PREFILL_MAX_S, SMALL_CALL_S, TIMING_BUDGET_S, Timer, hidden_work, places,
+    from kernelskill.review.timing import (PREFILL_MAX_S, SMALL_CALL_S, TIMING_BUDGET_S, Timer, graphs, hidden_work,
                                            protocol_limits, retime_if_noisy)
 
     seeds = w.req.seeds
@@ -59,20 +59,14 @@ def time_stage(w: Worker) -> None:
             threads = set(threading.enumerate())
 
     group, retime_budget, prefill_max_s = protocol_limits(w.settings.timing_protocol)
-    placed = places(w.settings.timing_protocol)
     timer = Timer(w.device, device_sync=w.guards.device_sync, poison=lambda: poison(w), after_call=after_call,
                   prefill=prefill_max_s > 0, prefill_max_s=prefill_max_s or PREFILL_MAX_S,
-                  place_rng=w.rng if placed else None)
+                  graphs=graphs(w.settings.timing_protocol))
     with _cuda_errors(w):
         samples, synced, kept = timer.run(fns, sets, warmup, iters,
                                           keep_last=len(sets) if w.guards.timed_outputs else 0,
                                           group=group)
     first = timer.info
-    if first.out_at:  # where each side's outputs landed: the log's, for reading beside the samples, never a claim
-        low = min(a for seen in first.out_at.values() for a in seen)
-        print("[kernelskill] timed outputs at (MiB from the lowest): " + "; ".join(
-            f"{name} {' '.join(f'{(a - low) / 2**20:.3f}' for a in seen[:8])}" for name, seen in first.out_at.items()),
-            flush=True)
     hidden = w.guards.device_sync and device == "cuda" and hidden_work(
         samples["candidate"], synced["candidate"], samples["reference"], synced["reference"])
     if hidden:
@@ -126,6 +120,10 @@ def time_stage(w: Worker) -> None:
     grouped = (f"; calls under {SMALL_CALL_S * 1e6:.0f} µs: {group} back-to-back calls per event pair, each on its "
                "own input buffer, the copy and flush once before the group" if group > 1 else "")
     info = timer.info
+    graphed = ("; each sample's calls replayed from a CUDA graph of them, captured once per loop and checked "
+               "against the same calls made eagerly" if info.graphed else
+               f"; the graphed protocol's capture was not used ({info.graph_error}): calls launched one by one"
+               if info.graph_error else "")
     prefilled = ("; before each start event the device spins (torch.cuda._sleep) while the host enqueues the "
                  "sample, so the events time the GPU, not the launches" if device == "cuda" and info.prefill_s else "")
     host_us = {n: round(ms * 1e3, 3) for n, ms in info.host_ms.items()} or None
@@ -152,16 +150,14 @@ def time_stage(w: Worker) -> None:
         method=(
             f"up to {warmup} warm-up + {timed} timed samples each{cut}, interleaved in blocks of 10"
             + "; before each sample one of "
-            + (f"{len(sets)} input sets is copied into input buffers drawn for the sample, a block of random size "
-               "is held through it (so its outputs land elsewhere), and " if placed else
-               f"{len(sets)} input sets is copied into one of {max(2, group)} fixed input buffers and ")
+            + f"{len(sets)} input sets is copied into one of {max(2, group)} fixed input buffers and "
             + (("the L2 cache is flushed (256 MB zeroed) and before each loop the persisting L2 reset; CUDA events "
                 "on the current stream"
                 + ("; the candidate left work running past its stop event, so all callables are timed until the "
                    "device is idle" if hidden else ", checked against device-wide idle time")
                 if w.guards.device_sync else ", no device-wide check")
                if device == "cuda" else "a 32 MB buffer is zeroed; CPU wall clock (not a GPU timing)")
-            + grouped + prefilled
+            + grouped + graphed + prefilled
             + (f"; torch.compile(Model) was called once before the loop ({warmed.seconds:.1f} s: "
                f"{warmed.cache_words()})" if warmed else "")
             + ("; timed twice (the first loop was noisy), the quieter loop kept" if retimed else "")

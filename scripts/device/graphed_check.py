@@ -1,0 +1,28 @@
+"""The graphed protocol's Timer on the GPU, in this process: copies of torch's tanh on 16 x 16384 floats timed with
+graphs=True and without, the kept outputs checked; prints what was captured and each copy's median, or the
+traceback. Session 21 (H100): with graphs the copy timed (and captured) second ran 2.3% slower than the first
+(2.646 against 2.586 us), as the candidate side of reviews whose candidate is torch's own op ran 1.5% slower; the
+copies here run in both orders (a, b then b, a), so a side's place in the order and its own graph can be told apart.
+
+    python scripts/device/graphed_check.py
+"""
+
+import statistics
+import traceback
+
+import torch
+
+from kernelskill.review.timing import Timer
+
+sets = [[torch.randn(16, 16384, device="cuda")] for _ in range(3)]
+copies = {"a": lambda x: torch.tanh(x), "b": lambda x: torch.tanh(x)}
+for graphs, order in ((True, "ab"), (True, "ba"), (True, "ab"), (False, "ab"), (False, "ba")):
+    timer = Timer(torch.device("cuda"), prefill=True, graphs=graphs, group_by=order[0])
+    try:
+        samples, _, kept = timer.run({n: copies[n] for n in order}, sets, 10, 60, keep_last=3)
+        ok = all(torch.equal(out, torch.tanh(sets[k][0])) for name in kept for k, out in kept[name])
+        print(f"graphs={graphs} order {order}: group {timer.info.group}, graphed {timer.info.graphed}, error "
+              f"{timer.info.graph_error}, kept outputs right: {ok}, us "
+              + ", ".join(f"{n} {statistics.median(v) * 1e3:.3f}" for n, v in samples.items()))
+    except Exception:  # noqa: BLE001 - a diagnostic: the whole traceback is the answer
+        traceback.print_exc()

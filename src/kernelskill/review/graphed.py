@@ -1,0 +1,112 @@
+"""A timed sample's calls captured once as a CUDA graph and replayed (the `graphed` timing protocol), for calls
+shorter than timing.GRAPH_BELOW_S.
+
+Why: on the H100, one process times torch's tanh on 16 x 16384 floats at one level in every buffer it is given,
+but the level moves by 5.6-10% from process to process when the calls are launched one by one (2.74-2.90 us a call
+over six processes), and by 0.5% when the same group is replayed from a graph (2.136-2.147 us)
+(scripts/device/placement_probe.py, docs/h200/timing session 21). Launched one by one, the GPU's cost per call
+carries something of the process's launch path; replayed, the calls run at the GPU's pace. A review's two sides of
+a few microseconds each then share one pace instead of each drawing its own.
+
+In reviews (session 21, H100, four host-bound level-1 tasks, 3 reviews quiet and 3 busy each, side by side): the
+spread of each task's figure 1.001-1.011 graphed, 1.001-1.101 launched one by one (robust: 1 task of 4 within 1.05).
+
+Each callable's group (one call or several) is captured with call c on the Timer's input buffer c, on the
+per-thread default stream (a launch on the legacy default stream during the capture fails it instead of running
+outside the graph), and kept only where one replay gives, byte for byte, what the same calls gave eagerly on the
+same contents, the capture having been made on other contents (a launch that escaped the capture would have left
+the right bytes for a replay that computed nothing). Every side is graphed or none is: the two sides of a ratio are
+timed alike. The outputs of the timed calls that the time stage checks are those of replays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+
+@dataclass
+class GroupGraph:
+    """One callable's group of calls as a graph: `buffers` are the input buffers it reads, in call order, and `out`
+    the last call's output, which every replay rewrites in place."""
+
+    graph: Any
+    buffers: list[list]
+    out: Any
+
+    def replay(self) -> Any:
+        self.graph.replay()
+        return self.out
+
+
+def capture_groups(fns: dict[str, Callable], buffers: list[list], input_sets: list[list],
+                   device: torch.device) -> tuple[dict[str, GroupGraph], str | None]:
+    """Every callable's group (call c reads buffers[c]) as a graph that replays exactly, or none, with why not."""
+    if len(input_sets) < 2:
+        return {}, "fewer than two input sets to check a replay against"
+    graphs: dict[str, GroupGraph] = {}
+    for name, fn in fns.items():
+        try:
+            graph, why = _capture(fn, buffers, input_sets, device)
+        except Exception as exc:  # noqa: BLE001 - the calls are timed eagerly instead, where an error counts
+            graph, why = None, f"{type(exc).__name__}: {str(exc)[:300]}"
+        if graph is None:
+            return {}, f"the {name}'s calls: {why}"
+        graphs[name] = graph
+    return graphs, None
+
+
+def _fill(buffers: list[list], input_sets: list[list], shift: int) -> None:
+    for c, slot in enumerate(buffers):
+        for dst, src in zip(slot, input_sets[(c + shift) % len(input_sets)]):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.contiguous(), b.contiguous()
+    if a.dtype == torch.bool:
+        return torch.equal(a, b)
+    return torch.equal(a.view(-1).view(torch.uint8), b.view(-1).view(torch.uint8))
+
+
+def _capture(fn: Callable, buffers: list[list], input_sets: list[list],
+             device: torch.device) -> tuple[GroupGraph | None, str | None]:
+    current = torch.cuda.current_stream(device)
+    stream = torch.cuda.ExternalStream(2, device=device)  # cudaStreamPerThread: ordered with the legacy stream
+    out = None
+    _fill(buffers, input_sets, 0)
+    stream.wait_stream(current)
+    with torch.cuda.stream(stream):  # the eager group, on the capture's stream (torch's warm-up before a capture)
+        for args in buffers:
+            out = fn(*args)
+        wanted = [t.detach().clone() for t in _tensors(out)]
+    current.wait_stream(stream)
+    del out
+    _fill(buffers, input_sets, 1)  # captured on other contents ...
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, stream=stream):
+            for args in buffers:
+                out = fn(*args)
+    finally:
+        torch.cuda.set_stream(current)  # a capture that failed to end leaves its own stream current
+    _fill(buffers, input_sets, 0)  # ... replayed on the eager group's
+    graph.replay()
+    torch.cuda.synchronize(device)
+    got = _tensors(out)
+    if len(got) != len(wanted) or any(not _same_bytes(a, b) for a, b in zip(got, wanted)):
+        return None, "a replay's outputs differ from the eager calls' on the same inputs"
+    return GroupGraph(graph, buffers, out), None

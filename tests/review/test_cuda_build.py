@@ -334,6 +334,7 @@ def test_a_torch_wrapper_in_cuda_sources_compiles_against_core_headers_only(tmp_
     assert "ATen/core/Tensor.h" in read and "torch/types.h" not in read and "ATen/Functions.h" not in read
 
 
+@pytest.mark.all_cuda_checks  # 45 s on 2 cores: test_a_cuda_compile_error_names_the_line makes the same point in CI
 @needs_nvcc
 def test_a_compile_error_in_a_core_unit_keeps_torch_line_numbers(pch_seconds):
     broken = CUDA_WRAPPER.replace("float v = x[i];", "float v = x[i]")

@@ -145,6 +145,7 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
             "host_us": t.host_us if t else None, "spin_outrun": getattr(t, "spin_outrun", None) if t else None,
             "flags": [f for f in r.flags if f.split(":")[0] in ("host_bound", "reference_host_bound", "noisy_timing",
                                                                 "timing_retimed", "timing_retried", "spin_outrun",
+                                                                "reference_slowed", "reference_graphed",
                                                                 "host_synchronized", "timing_unconfirmed",
                                                                 "timing_unresolved")],
             "ref_samples_us": samples(t.reference if t else None),

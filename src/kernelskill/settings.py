@@ -113,7 +113,7 @@ class ReviewSettings(BaseModel):
     input_sets: int = Field(3, ge=3, le=16, description="distinct input sets rotated through while timing")
     timing_protocol: Literal["graphed", "robust", "ungrouped", "single"] = Field(
         "graphed", description="graphed: robust, with the calls of a sample under 1 ms (the reference's) replayed "
-        "from a CUDA graph captured once per loop, where every side's replay gives its eager calls' bytes (else "
+        "from a CUDA graph captured once per loop, where every side's replay gives what its eager calls gave (else "
         "robust); robust: the device kept busy while a sample is enqueued (a side whose forward waits on the "
         "device is timed as the host runs it), calls under 50 us (the reference's) timed in groups per event pair "
         "and a noisy loop timed once more, every call launched one by one; ungrouped: robust with one call per "

@@ -536,3 +536,20 @@ def test_the_judges_mismatch_is_shown_with_its_values():
     print_review(result, console)
     assert "judge  first mismatches [3, 7]: got 0, expected 1.25" in console.export_text()
     assert ReviewResult.model_validate_json(result.model_dump_json()).judge_mismatch == wrong
+
+
+@pytest.mark.parametrize("runner_graphed", [False, True])
+def test_a_candidate_timed_eagerly_against_a_graphed_reference_is_held_to_the_graph_and_told_why(runner_graphed):
+    # timing_protocol graphed: the reference runner replayed the reference from a graph (0.5 ms a call); the candidate
+    # could not be captured, so its runner timed both sides launched one by one (the reference at 0.7 ms there). The
+    # figure is the conservative one either way; the flag says which case it is, never "slowed" for a missing graph
+    runner = TimingResult.of(TimingStats.from_samples([0.7] * 8), TimingStats.from_samples([0.5] * 8),
+                             clock="cuda_events", warmup=1, iters=8,
+                             method="...; each sample's calls replayed from a CUDA graph of them" if runner_graphed
+                             else "...; the graphed protocol's capture was not used (the candidate's calls: ...)")
+    ref = _reference([0.5] * 8)
+    ref.graphed_timing = True
+    result, flags, _ = bound_timing(runner, ref, _walls(0.5), 10)
+    assert result.speedup == pytest.approx(1.0)  # 0.5 / 0.5: the reference runner's figure, not the runner's 0.7
+    said = [f.split(":")[0] for f in flags if f.startswith(("reference_graphed", "reference_slowed"))]
+    assert said == (["reference_slowed"] if runner_graphed else ["reference_graphed"])

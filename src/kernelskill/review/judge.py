@@ -113,6 +113,7 @@ class ReferenceRun:
     trial_seeds: list[int]
     batch_seeds: list[int]
     stats: TimingStats | None = None  # the reference timed in the reference runner
+    graphed_timing: bool = False  # its samples replayed a CUDA graph of its calls (timing_protocol graphed)
     host_ms: float | None = None  # its median host time to enqueue one call
     compiled: TimingStats | None = None  # torch.compile(Model), timed beside it (`--baseline compile`)
     compiled_host_ms: float | None = None
@@ -200,6 +201,7 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
         run.error = f"timing the reference in its own runner failed: {error}"
         return run
     run.stats = _stats(info.get("reference"))
+    run.graphed_timing = bool(info.get("graphed"))
     run.host_ms = info.get("host_ms")
     run.compiled, run.compiled_host_ms = _stats(info.get("compiled_reference")), info.get("compiled_host_ms")
     run.compile_warmup = CompileWarmup.model_validate(info["compile_warmup"]) if info.get("compile_warmup") else None

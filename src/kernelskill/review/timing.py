@@ -10,7 +10,7 @@ callable's stop event comes clearly before its device is idle (work hidden on si
 callable is scored by the idle-device times instead, so hidden work is counted. Before each timed loop the
 persisting L2 is reset, so no access policy window survives the flush. All samples are kept. Under the graphed
 protocol, a sample's calls shorter than GRAPH_BELOW_S are captured once per loop as a CUDA graph and each sample
-replays it (graphed.py), where every callable's replay gives its eager calls' bytes.
+replays it (graphed.py), where every callable's replay gives what its eager calls gave.
 Reference and candidate are timed in the same process, interleaved in blocks, under the same conditions.
 """
 

@@ -388,6 +388,7 @@ def time_reference(w: Worker, input_seeds: list[int]) -> dict:
         found["compiled_reference"] = TimingStats.from_samples(samples["compiled_reference"]).model_dump(mode="json")
         found["compiled_host_ms"] = timer.info.host_ms.get("compiled_reference")
     return {"reference": stats.model_dump(mode="json"), "host_ms": host, "group": timer.info.group,
+            "graphed": bool(timer.info.graphed),
             "unqueued": list(timer.info.unqueued), "input_bytes": input_bytes, **found}
 
 

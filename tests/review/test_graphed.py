@@ -99,3 +99,16 @@ def test_a_replay_that_differs_only_by_a_kernels_own_rounding_is_graphed(monkeyp
 
     graphs, why, _, _ = _capture(monkeypatch, {"reference": lambda x: x * 2, "candidate": atomics})
     assert why is None and set(graphs) == {"reference", "candidate"}
+
+
+def test_where_the_outputs_hardly_depend_on_the_inputs_an_escaped_launch_is_still_caught(monkeypatch):
+    # a constant plus 1e-5 of the input: two input sets' outputs agree to the replay check's tolerance, so a
+    # replay that computed nothing would pass it; there the replay must match to the byte
+    def legacy_stream(x):
+        with _disable_current_modes():
+            return torch.full_like(x, 7.0) + x * 1e-5
+
+    graphs, why, _, _ = _capture(monkeypatch, {"candidate": legacy_stream})
+    assert graphs == {} and "differ" in why
+    graphs, why, _, _ = _capture(monkeypatch, {"candidate": lambda x: torch.full_like(x, 7.0) + x * 1e-5})
+    assert why is None  # captured, it replays to the byte

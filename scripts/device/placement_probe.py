@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from event_drift import sm_clock  # (this folder is on the path: the script is run by its file name)
+
 OPS = ("tanh", "hardsigmoid", "gelu")
 
 
@@ -118,15 +120,6 @@ def child(args: argparse.Namespace) -> dict:
             result["arms"][arm] = per
     result["clock"] = sm_clock()
     return result
-
-
-def sm_clock() -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip()
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"unread ({e})"
 
 
 def ranks(values: list[float]) -> list[int]:

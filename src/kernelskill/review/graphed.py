@@ -29,6 +29,8 @@ from typing import Any, Callable
 
 import torch
 
+from kernelskill.review.worker.checks import map_tensors
+
 
 @dataclass
 class GroupGraph:
@@ -70,11 +72,9 @@ def _fill(buffers: list[list], input_sets: list[list], shift: int) -> None:
 
 
 def _tensors(value) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
+    found: list[torch.Tensor] = []
+    map_tensors(value, found.append)
+    return found
 
 
 # A replay's floating-point outputs may differ from the eager calls' by a kernel's own run-to-run rounding (atomics

@@ -26,3 +26,37 @@ for graphs, order in ((True, "ab"), (True, "ba"), (True, "ab"), (False, "ab"), (
               + ", ".join(f"{n} {statistics.median(v) * 1e3:.3f}" for n, v in samples.items()))
     except Exception:  # noqa: BLE001 - a diagnostic: the whole traceback is the answer
         traceback.print_exc()
+
+# Capture order against place in the block, without the Timer: both copies captured in one order, then their replays
+# timed in blocks of 10 samples (flush, spin, one replay of 11 calls each) with the first place alternating from block
+# to block; each copy's median at each place. A slower second capture shows along a row, a slower second place down
+# the columns.
+from kernelskill.review.graphed import capture_groups  # noqa: E402
+from kernelskill.review.timing import L2_FLUSH_BYTES  # noqa: E402
+
+group = 11
+buffers = [[t.clone() for t in sets[c % len(sets)]] for c in range(group)]
+flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+for captured in ("ab", "ba"):
+    try:
+        graphed, why = capture_groups({n: copies[n] for n in captured}, buffers, sets, torch.device("cuda"))
+        if why:
+            print(f"captured {captured}: not captured ({why})")
+            continue
+        at: dict[tuple[str, int], list[float]] = {(n, p): [] for n in "ab" for p in (0, 1)}
+        for block in range(60):
+            for place, name in enumerate("ab" if block % 2 == 0 else "ba"):
+                for _ in range(10):
+                    flush.zero_()
+                    torch.cuda._sleep(20000)
+                    start.record()
+                    graphed[name].replay()
+                    end.record()
+                    end.synchronize()
+                    at[(name, place)].append(start.elapsed_time(end) / group * 1e3)
+        print(f"captured {captured}, us a call by place (first, second): "
+              + "; ".join(f"{n} {statistics.median(at[(n, 0)]):.3f}, {statistics.median(at[(n, 1)]):.3f}"
+                          for n in "ab"))
+    except Exception:  # noqa: BLE001 - a diagnostic: the whole traceback is the answer
+        traceback.print_exc()

@@ -160,8 +160,9 @@ class _FakeRunner:
     was asked, in one log shared by both runners."""
 
     def __init__(self, name: str, events: list, scratch: Path, wrong: frozenset[int] = frozenset(),
-                 timed_ms: float = 0.5, captures: bool = True) -> None:
+                 timed_ms: float = 0.5, captures: bool = True, host_ms: float = 0.01) -> None:
         self.name, self.events, self.scratch, self.dead, self.timed_ms = name, events, scratch, False, timed_ms
+        self.host_ms = host_ms  # the median host time to enqueue one call its timing reports
         self.captures = captures  # whether it says it captured a batch it was asked to (its calls may not allow it)
         self.wrong = wrong  # batch calls whose outputs it makes up (their digests say what it wrote)
 
@@ -202,7 +203,7 @@ class _FakeRunner:
             write_outputs(folder / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(len(command.seeds))])
         elif command.name == "time_reference":
             samples = TimingStats.from_samples([self.timed_ms] * 8).model_dump(mode="json")
-            return CommandDone(name=command.name, info={"reference": samples, "host_ms": 0.01}), 0.001
+            return CommandDone(name=command.name, info={"reference": samples, "host_ms": self.host_ms}), 0.001
         elif command.name == "reserve":  # its seeds, and whether the batch's inputs were in its folder by then
             self.reserved = (list(command.seeds), (self.scratch / "judge" / "batch" / BATCH_INPUTS).exists())
         return CommandDone(name=command.name), 0.001
@@ -256,21 +257,26 @@ def test_both_runners_are_asked_alike_for_a_graph_on_a_gpu_and_what_they_say_of_
         assert report.batch.graphs == {"reference": said if graph and captures else None,
                                        "candidate": said if graph else None}
     # decided once, by the judge: on a GPU where switched on, for calls of less than GRAPH_BELOW_MS on the GPU
-    # (what a graph saves is launch time), never on a CPU or for a reference that keeps state
+    # (what a graph saves is launch time) or longer ones whose launches take GRAPH_HOST_SHARE of it (L3/29
+    # SwinMLP: 3.9 ms on the GPU, 6-12 ms to launch), never on a CPU or for a reference that keeps state
     asked = {}
-    for device, switch, ms in (("cuda", "on", 0.004), ("cuda", None, 0.004), ("cuda", "off", 0.004),
-                               ("cpu", "on", 0.004), ("cuda", "on", 3.0)):
+    for device, switch, ms, host in (("cuda", "on", 0.004, 0.01), ("cuda", None, 0.004, 0.01),
+                                     ("cuda", "off", 0.004, 0.01), ("cpu", "on", 0.004, 0.01),
+                                     ("cuda", "on", 3.0, 0.01), ("cuda", "on", 3.0, 6.5), ("cpu", "on", 3.0, 6.5),
+                                     ("cuda", "off", 3.0, 6.5)):
         if switch:
             monkeypatch.setenv(judge.GRAPHS, switch)
         else:
             monkeypatch.delenv(judge.GRAPHS, raising=False)
-        runner = _FakeRunner("reference", [], tmp_path / f"{device}{switch}{ms}", timed_ms=ms)
-        run = judge.reference_part(runner, tmp_path / f"{device}{switch}{ms}" / "judge", device, True,
+        runner = _FakeRunner("reference", [], tmp_path / f"{device}{switch}{ms}{host}", timed_ms=ms, host_ms=host)
+        run = judge.reference_part(runner, tmp_path / f"{device}{switch}{ms}{host}" / "judge", device, True,
                                    {"verify": 5, "time": 5})
         assert run.error is None, run.error
-        asked[(device, switch, ms)] = run.graph
-    assert asked == {("cuda", "on", 0.004): True, ("cuda", None, 0.004): True, ("cuda", "off", 0.004): False,
-                     ("cpu", "on", 0.004): False, ("cuda", "on", 3.0): False}
+        asked[(device, switch, ms, host)] = run.graph
+    assert asked == {("cuda", "on", 0.004, 0.01): True, ("cuda", None, 0.004, 0.01): True,
+                     ("cuda", "off", 0.004, 0.01): False, ("cpu", "on", 0.004, 0.01): False,
+                     ("cuda", "on", 3.0, 0.01): False, ("cuda", "on", 3.0, 6.5): True, ("cpu", "on", 3.0, 6.5): False,
+                     ("cuda", "off", 3.0, 6.5): False}
 
 
 def _judged_on(tmp_path, cand_worker, ref_worker, graph: bool = False):

@@ -219,8 +219,10 @@ def table(rows: list[dict], tasks: list[dict], protocols: tuple[str, ...] = PROT
     print(f"{'task':44s} {'eager us':>9s} " + " ".join(f"{c:>13s}" for c in cols)
           + f" {main[:6] + ' x':>8s} {'paced x':>7s} {'noisy':>5s} {'conf':>5s} {'strict':>6s} {'reduced':>7s} "
           f"{'floor us':>9s} {'%floor':>7s}")
-    met = {p: [0, 0] for p in protocols}
-    headline = {p: 0 for p in protocols}  # the same count on the figure a review reports (`speedup`, the means')
+    # per protocol: tasks within 1.05 (issue 31's bar), within the table's own stricter bar (1.02 above 1 ms), of all
+    # measured in both conditions
+    met = {p: [0, 0, 0] for p in protocols}
+    headline = {p: 0 for p in protocols}  # within 1.05 on the figure a review reports (`speedup`, the means' ratio)
     unfinished: dict[str, list[str]] = {p: [] for p in protocols}  # timed, but not yet in both conditions
     for t in tasks:
         mine = [r for r in rows if r["task"] == t["task"]]
@@ -242,20 +244,22 @@ def table(rows: list[dict], tasks: list[dict], protocols: tuple[str, ...] = PROT
               + (f"{last['sol_ms'] * 1e3:9.2f} " if last.get("sol_ms") else f"{'-':>9s} ")
               + (f"{last['pct_of_sol']:7.2f}" if last.get("pct_of_sol") else f"{'-':>7s}")
               + ("" if last["correct"] else f"  not correct: {last['error'][:90]}"))
-        limit = 1.02 if t["eager_ms"] > 1 else 1.05
+        strict = 1.02 if t["eager_ms"] > 1 else 1.05
         for i, p in enumerate(protocols):
             pair = cells[2 * i:2 * i + 2]
             if all(pair):  # a task counts once both conditions have their reviews
-                met[p][1] += 1
-                met[p][0] += all(x <= limit for x in pair)
+                met[p][2] += 1
+                met[p][0] += all(x <= 1.05 for x in pair)
+                met[p][1] += all(x <= strict for x in pair)
                 means = [spread(t["task"], p, c, lambda r: r["speedup"]) for c in CONDITIONS]
-                headline[p] += all(x is not None and x <= limit for x in means)
+                headline[p] += all(x is not None and x <= 1.05 for x in means)
             elif any(reported(r) for r in mine if r["protocol"] == p):
                 unfinished[p].append(t["task"].split("_")[0])
-    for p, (ok, n) in met.items():
-        print(f"{p}: {ok} of {n} tasks within 1.05 (1.02 above 1 ms), quiet and busy"
+    for p, (ok, ok_strict, n) in met.items():
+        print(f"{p}: {ok} of {n} tasks within 1.05 quiet and busy ({ok_strict} within 1.02 above 1 ms)"
               + (f"; not finished: {', '.join(unfinished[p])}" if unfinished[p] else "")
-              + (f"; on the reported speedup (the means' ratio) {headline[p]} of {n}" if p != "single" else ""))
+              + (f"; on the reported speedup (the means' ratio) {headline[p]} of {n} within 1.05"
+                 if p != "single" else ""))
 
 
 def main() -> int:

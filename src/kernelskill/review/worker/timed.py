@@ -94,9 +94,11 @@ def time_stage(w: Worker) -> None:
                               f"outputs of timed calls differ from the reference ({cmp.mismatch.reason}); results "
                               "must be computed on every call, not cached across calls")
     # A noisy loop is timed once more, the same way (same samples, group and callables; no warm-up, they are
-    # warm) and the quieter loop kept. The timed outputs were checked on the first.
+    # warm) and the quieter loop kept; a replayed one also when a few slow samples moved a mean more than
+    # MAX_REPLAYED_SKEW. The timed outputs were checked on the first.
     def noise(s: dict[str, list[float]]) -> float:
-        return TimingResult.noise({n: TimingStats.from_samples(s[n]) for n in ("reference", "candidate")})
+        return TimingResult.retime_noise({n: TimingStats.from_samples(s[n]) for n in ("reference", "candidate")},
+                                         replayed=bool(first.graphed))
 
     with _cuda_errors(w):
         loop, retimed = retime_if_noisy(
@@ -108,7 +110,8 @@ def time_stage(w: Worker) -> None:
     if l2_errors:
         w.flags.add(f"l2_persisting_reset_failed: {l2_errors[0]}")
     if retimed:
-        w.flags.add("timing_retimed: the first timed loop was noisy; kept the "
+        w.flags.add("timing_retimed: the first timed loop was noisy (or, replayed from graphs, a few slow samples "
+                    f"moved a mean more than {TimingResult.MAX_REPLAYED_SKEW:.0%}); kept the "
                     + ("second" if loop is not samples else "first, the second was noisier"))
     stats = {name: TimingStats.from_samples(v) for name, v in loop.items()}
     ref, cand = stats["reference"], stats["candidate"]

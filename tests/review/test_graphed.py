@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from kernelskill.review import graphed, timing
 from kernelskill.review.timing import Timer
-from tests.review.test_batch_graph import _Cuda
+from tests.review.test_batch_graph import _Cuda, _Stream
 
 
 def _sets(n: int = 3) -> list[list[torch.Tensor]]:
@@ -112,3 +112,60 @@ def test_where_the_outputs_hardly_depend_on_the_inputs_an_escaped_launch_is_stil
     assert graphs == {} and "differ" in why
     graphs, why, _, _ = _capture(monkeypatch, {"candidate": lambda x: torch.full_like(x, 7.0) + x * 1e-5})
     assert why is None  # captured, it replays to the byte
+
+
+class _Invalidating(_Cuda):
+    """A capture that a launch on the legacy stream invalidated: the capture's end raises, and so does the next
+    operation made inside it (in a group, the next call's own work, half-way through the candidate's code)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.invalidated = self.capturing = False
+        self.failed_inside = 0
+
+    def graph(self, g, stream=None):
+        inner, cuda = super().graph(g, stream), self
+
+        class _Capture:
+            def __enter__(self):
+                cuda.invalidated, cuda.capturing = False, True
+                inner.__enter__()
+
+            def __exit__(self, *exc):
+                cuda.capturing = False
+                inner.__exit__(*exc)
+                invalidated, cuda.invalidated = cuda.invalidated, False
+                if invalidated:
+                    cuda.current = _Stream("external 2")  # torch's capture_end raised before the stream went back
+                    raise RuntimeError("operation failed due to a previous error during capture")
+                return False
+
+        return _Capture()
+
+    def synchronize(self, device=None) -> None:
+        self.log.append("synchronized")
+
+
+def test_a_call_whose_capture_fails_is_never_captured_in_a_group_and_the_device_is_settled(monkeypatch):
+    # CUDA-L1's L1/32 HardTanh: a clone on the current stream, then its kernel on the legacy stream. Captured in a
+    # group, the second call's clone failed inside the invalidated capture, and the runner then gave the judge's
+    # trials another call's values (docs/h200/kernelbench session 23, H100). One call captured alone fails at the
+    # capture's end, with no call left half done
+    cuda = _Invalidating()
+
+    def clone_then_legacy_launch(x):
+        if cuda.invalidated:
+            cuda.failed_inside += 1
+            raise RuntimeError("operation failed due to a previous error during capture")
+        out = x.clone()
+        if cuda.capturing:  # the launch on the legacy stream invalidates the capture
+            cuda.invalidated = True
+        with _disable_current_modes():
+            out.clamp_(-1.0, 1.0)
+        return out
+
+    graphs, why, _, cuda = _capture(monkeypatch, {"reference": lambda x: x.clamp(-1.0, 1.0),
+                                                  "candidate": clone_then_legacy_launch}, cuda, group=3)
+    assert graphs == {} and "candidate" in why and "one call captured alone: RuntimeError: operation failed" in why, why
+    assert cuda.failed_inside == 0  # no capture of a group was tried: nothing failed half-way through a call
+    assert cuda.current == "default" and cuda.log[-1] == "synchronized"

@@ -20,6 +20,15 @@ kernel that sums with atomics is graphed too. Every side is graphed or none is: 
 alike. The outputs of the timed calls that the time stage checks are those of replays. A candidate that cannot be
 captured is timed launched one by one, and the judge then holds it against the reference runner's own figure,
 which is a graph's where the reference captures (judge_time.bound_timing: conservative, never in its favour).
+
+Each callable's first capture is of one call alone, and the group is captured only after that one succeeded. A
+capture that a launch on the legacy stream has invalidated fails the next operation inside it: in a group, that is
+the next call's own work (an allocation, a copy), failing half-way through the candidate's code while the caching
+allocator routes the capture's blocks. After such a failure, CUDA-L1's L1/32 HardTanh (a clone, then a kernel on the
+legacy stream) timed correctly eagerly in the same runner, then returned another call's values on the judge's trials
+(246,524 of 262,144 elements wrong; docs/h200/kernelbench session 23, H100), where the judge's own single-call capture
+of the same kernel had failed harmlessly in every earlier run: one call ends at its capture's end, with nothing
+of the candidate's half done.
 """
 
 from __future__ import annotations
@@ -116,14 +125,20 @@ def _capture(fn: Callable, buffers: list[list], input_sets: list[list],
     # Where the two input sets' outputs agree to the tolerance (a large mean, a constant), the tolerance could not
     # tell a replay that computed nothing from one that did: there the replay must match to the byte
     same = _same if len(other) != len(wanted) or any(not _same(a, b) for a, b in zip(other, wanted)) else _exact
+    why = _capture_one(fn, buffers[0], stream, current, device)
+    if why:
+        return None, why
     out = None
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph, stream=stream):  # captured on the other set's contents ...
             for args in buffers:
                 out = fn(*args)
-    finally:
+    except Exception:
         torch.cuda.set_stream(current)  # a capture that failed to end leaves its own stream current
+        _settle(device)
+        raise
+    torch.cuda.set_stream(current)
     _fill(buffers, input_sets, 0)  # ... replayed on the first's
     graph.replay()
     torch.cuda.synchronize(device)
@@ -131,3 +146,27 @@ def _capture(fn: Callable, buffers: list[list], input_sets: list[list],
     if len(got) != len(wanted) or any(not same(a, b) for a, b in zip(got, wanted)):
         return None, "a replay's outputs differ from the eager calls' on the same inputs"
     return GroupGraph(graph, buffers, out), None
+
+
+def _capture_one(fn: Callable, args: list, stream, current, device: torch.device) -> str | None:
+    """One call captured alone (module docstring): why it could not be (None: it could), the stream put back and
+    the device settled after a failure."""
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, stream=stream):
+            fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the calls are timed eagerly instead, where an error counts
+        torch.cuda.set_stream(current)
+        _settle(device)
+        return f"one call captured alone: {type(exc).__name__}: {str(exc)[:300]}"
+    torch.cuda.set_stream(current)
+    return None
+
+
+def _settle(device: torch.device) -> None:
+    """After a failed capture: the device's queue drained, an error it reports read here (so it does not fail the
+    first eager call that checks for one); a sticky error, the candidate's own fault, surfaces again in its calls."""
+    try:
+        torch.cuda.synchronize(device)
+    except Exception:  # noqa: BLE001
+        pass

@@ -34,7 +34,8 @@ from kernelskill.review.static_checks import split_findings, static_checks
 from kernelskill.review.turns import Turn
 from kernelskill.review import judge_time
 from kernelskill.review.judge_time import excess_s
-from kernelskill.review.verdict import Seen, decide, keep_after_retry, rejection_text
+from kernelskill.review.verdict import (Seen, after_failed_capture, decide, eager_after_failed_capture, keep_after_retry,
+                                       rejection_text)
 from kernelskill.review.wire import ReviewRequest, Seeds
 from kernelskill.settings import ReviewSettings
 
@@ -80,16 +81,24 @@ def review(
     progress: Callable[[str], None] | None = None,
     release: Callable[[], None] | None = None,
     turn: Turn | None = None,
+    candidate_graphs: bool = True,
 ) -> ReviewResult:
     """Review `candidate` against `problem`. `progress`, when given, is called with the name of each step as the
     review reaches it (the reference runner, each of the candidate runner's stages, the judge's part). `release`,
     when given, is called (at most once) as soon as no process of this review is left on the device: the rest is
     this process's own work on files, which need not hold the device from the next review. `turn`, when given, is
     the review's turn on a device it shares with other reviews (turns.py): its runners' stages and the judge's steps
-    wait for it, the timed ones alone on the device."""
+    wait for it, the timed ones alone on the device. `candidate_graphs` False: the candidate runner times its calls
+    launched one by one, whatever the protocol (the second review of verdict.after_failed_capture)."""
     settings = settings or ReviewSettings()
     say = progress or (lambda step: None)
     release = _once(release) if release is not None else None
+    released: list[bool] = []  # whether the judge gave the device back before the review's end
+
+    def device_done() -> None:
+        released.append(True)
+        if release is not None:
+            release()
     if not isinstance(problem, Problem):
         problem = read_problem(problem)
     device = resolve_device(settings.device)
@@ -140,7 +149,9 @@ def review(
             return _reference_failed(base, ref_outcome, log_dir / "reference.log", time.perf_counter() - start,
                                      ref_run.error)
         # 2. the candidate runner: its own stages, then the judge's trials and batch; killed after
-        outcome = run_worker(_request(problem, candidate, settings, device, backend, seeds, judged=True), timeouts, log_path,
+        eager = not candidate_graphs and settings.timing_protocol == "graphed"
+        outcome = run_worker(_request(problem, candidate, settings.model_copy(update={"timing_protocol": "robust"})
+                                      if eager else settings, device, backend, seeds, judged=True), timeouts, log_path,
                              worker_env, reuse=settings.reuse_worker, progress=say, turn=turn)
         report = None
         if outcome.awaiting:
@@ -153,13 +164,18 @@ def review(
                     report = judge.candidate_part(outcome.worker, ref_run, Path(outcome.worker.scratch) / "judge",
                                                   settings.atol, settings.rtol, timeouts,
                                                   outcome.results.timing if settings.timing else None, ref_worker,
-                                                  device_done=release, compare_on=judge.comparing_device(device, env),
+                                                  device_done=device_done,
+                                                  compare_on=judge.comparing_device(device, env),
                                                   turn=turn, hold_for_retry=settings.batch_retries > 0
                                                   and device in judge_time.RETRY_DEVICES)
                     retrying = report.ok and report.retry
                 except judge.ReferenceFailed as exc:
                     return _reference_failed(base, ref_outcome, log_dir / "reference.log",
                                              time.perf_counter() - start, str(exc))
+        timing = outcome.results.timing
+        capture_retry = (candidate_graphs and not released and not (report is not None and report.ok)
+                         and after_failed_capture(timing.method if timing is not None else None))
+        retrying = retrying or capture_retry
     finally:
         ref_worker.kill()
         if release is not None and not retrying:  # a retry keeps the device: the second review gives it back
@@ -170,6 +186,11 @@ def review(
         result.stage_seconds.update(ref_seconds)  # this side's clock: the reference runner's start and whole part
         if ref_run is not None:  # and its commands after the candidate's part (its batch's reserve)
             result.stage_seconds.update({k: round(v, 3) for k, v in ref_run.seconds.items()})
+        if capture_retry and not result.correct:
+            say("judge: a second review, the candidate's calls launched one by one (its graph capture failed)")
+            again = review(problem, candidate, settings, log_dir / "eager", env, progress, release, turn,
+                           candidate_graphs=False)
+            return eager_after_failed_capture(result, again)
         if retrying and result.correct and result.judge_batch is not None:
             say("judge: a second review (the batch's clock did not confirm the first)")
             again = review(problem, candidate, settings.model_copy(update={"batch_retries": settings.batch_retries - 1}),

@@ -176,3 +176,25 @@ def keep_after_retry(first: ReviewResult, again: ReviewResult, excess_s: float) 
             f"inputs, {outcome}")
     seconds = {**kept.stage_seconds, "first_review": first.stage_seconds.get("wall", 0.0)}
     return kept.model_copy(update={"flags": [*kept.flags, flag], "stage_seconds": seconds})
+
+
+# worker/timed.py's method text where the graphed protocol's capture failed, and torch's words for a CUDA error
+CAPTURE_FAILED, CUDA_ERROR = "the graphed protocol's capture was not used", "CUDA error"
+
+
+def after_failed_capture(method: str | None) -> bool:
+    """Whether a review that failed is looked at again with the candidate's calls launched one by one: its runner's
+    graphed capture failed with a CUDA error. A capture that failed half-way through a call once left the runner
+    giving the judge's trials other calls' values (CUDA-L1's L1/32, docs/h200/kernelbench session 23), so a failure
+    after one is not the candidate's alone. The runner's words only earn a second look: that review judges the
+    candidate in full, in fresh runners, and times its calls eagerly, held to the reference's graph."""
+    return method is not None and CAPTURE_FAILED in method and CUDA_ERROR in method
+
+
+def eager_after_failed_capture(first: ReviewResult, again: ReviewResult) -> ReviewResult:
+    """The second review's verdict (after_failed_capture), saying why there was one."""
+    flag = (f"graph_capture_retried: the first review's runner could not capture the candidate's calls as a CUDA "
+            f"graph (a CUDA error), and the review then failed ({first.error_kind}: {(first.error or '')[:200]}); "
+            "a second review, in fresh runners with the candidate's calls launched one by one, gave this verdict")
+    seconds = {**again.stage_seconds, "first_review": first.stage_seconds.get("wall", 0.0)}
+    return again.model_copy(update={"flags": [*again.flags, flag], "stage_seconds": seconds})

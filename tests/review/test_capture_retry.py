@@ -73,3 +73,12 @@ def test_a_second_review_is_made_once_and_its_failure_is_the_verdict(tmp_path, m
     assert not result.correct and result.error_kind == "mismatch" and "wrong, review 2" in result.error
     assert parts == [1, 2] and len(requests) == 4
     assert any(f.startswith("graph_capture_retried") for f in result.flags)
+
+
+def test_a_candidate_a_named_check_rejected_gets_no_second_review(tmp_path, monkeypatch):
+    # a runner may say its capture failed whatever happened: a rejection stands, with no second draw of the
+    # judge's secret picks and samples
+    parts, requests = _first_review_broken(monkeypatch, verdict="rejected")
+    result = run_review(P01, TRITON, tmp_path, rules="kernelbench")
+    assert not result.correct and result.error_kind == "rejected" and parts == [1] and len(requests) == 2
+    assert not any(f.startswith("graph_capture_retried") for f in result.flags) and not (tmp_path / "eager").exists()

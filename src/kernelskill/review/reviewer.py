@@ -34,8 +34,8 @@ from kernelskill.review.static_checks import split_findings, static_checks
 from kernelskill.review.turns import Turn
 from kernelskill.review import judge_time
 from kernelskill.review.judge_time import excess_s
-from kernelskill.review.verdict import (Seen, after_failed_capture, decide, eager_after_failed_capture, keep_after_retry,
-                                       rejection_text)
+from kernelskill.review.verdict import (AFTER_CAPTURE_KINDS, Seen, after_failed_capture, decide,
+                                       eager_after_failed_capture, keep_after_retry, rejection_text)
 from kernelskill.review.wire import ReviewRequest, Seeds
 from kernelskill.settings import ReviewSettings
 
@@ -186,7 +186,7 @@ def review(
         result.stage_seconds.update(ref_seconds)  # this side's clock: the reference runner's start and whole part
         if ref_run is not None:  # and its commands after the candidate's part (its batch's reserve)
             result.stage_seconds.update({k: round(v, 3) for k, v in ref_run.seconds.items()})
-        if capture_retry and not result.correct:
+        if capture_retry and not result.correct and result.error_kind in AFTER_CAPTURE_KINDS:
             say("judge: a second review, the candidate's calls launched one by one (its graph capture failed)")
             again = review(problem, candidate, settings, log_dir / "eager", env, progress, release, turn,
                            candidate_graphs=False)

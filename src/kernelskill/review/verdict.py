@@ -180,6 +180,9 @@ def keep_after_retry(first: ReviewResult, again: ReviewResult, excess_s: float) 
 
 # worker/timed.py's method text where the graphed protocol's capture failed, and torch's words for a CUDA error
 CAPTURE_FAILED, CUDA_ERROR = "the graphed protocol's capture was not used", "CUDA error"
+# the failures a runner's broken state can explain. Never `rejected`: a named check that caught a candidate gives it
+# no second draw of the judge's secret picks
+AFTER_CAPTURE_KINDS = ("mismatch", "runtime_error", "crash")
 
 
 def after_failed_capture(method: str | None) -> bool:

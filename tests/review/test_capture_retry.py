@@ -23,6 +23,10 @@ def test_only_a_capture_that_failed_with_a_cuda_error_earns_a_second_look():
     assert not after_failed_capture("...; the graphed protocol's capture was not used (the candidate's calls: "
                                      "RuntimeError: Cannot prepare for replay during capturing): calls launched one by one")
     assert not after_failed_capture("...; each sample's calls replayed from a CUDA graph of them") and not after_failed_capture(None)
+    # the time stage itself failed after a capture: the runner's verdict is all there is
+    assert after_failed_capture(None, "CUDA error while running the candidate: forward: AcceleratorError: CUDA error: "
+                                      "operation failed due to a previous error during capture")
+    assert not after_failed_capture(None, "CUDA error while running the candidate: an illegal memory access")
 
 
 def _first_review_broken(monkeypatch, verdict: str = "mismatch") -> tuple[list[int], list[tuple[str, str]]]:
@@ -82,3 +86,28 @@ def test_a_candidate_a_named_check_rejected_gets_no_second_review(tmp_path, monk
     result = run_review(P01, TRITON, tmp_path, rules="kernelbench")
     assert not result.correct and result.error_kind == "rejected" and parts == [1] and len(requests) == 2
     assert not any(f.startswith("graph_capture_retried") for f in result.flags) and not (tmp_path / "eager").exists()
+
+
+def test_a_time_stage_that_failed_after_a_capture_is_judged_again(tmp_path, monkeypatch):
+    # where the eager calls after a failed capture raise, the runner's own verdict is the only word of it
+    from kernelskill.review.wire import VerdictMessage
+
+    real_run, requests = reviewer.run_worker, []
+
+    def crashed_first(request, *args, **kwargs):
+        requests.append((request.mode, request.settings.timing_protocol))
+        outcome = real_run(request, *args, **kwargs)
+        if request.mode == "review" and len(requests) == 2:
+            outcome.worker.kill()
+            outcome.awaiting, outcome.worker = False, None
+            outcome.verdict = VerdictMessage(stage="time", kind="crash", error=(
+                "CUDA error while running the candidate: forward: AcceleratorError: CUDA error: operation failed "
+                "due to a previous error during capture"))
+        return outcome
+
+    monkeypatch.setattr(reviewer, "run_worker", crashed_first)
+    result = run_review(P01, TRITON, tmp_path, rules="kernelbench")
+    assert result.correct, result.error
+    assert requests == [("reference", "graphed"), ("review", "graphed"), ("reference", "graphed"), ("review", "robust")]
+    said = [f for f in result.flags if f.startswith("graph_capture_retried")]
+    assert said and "crash: CUDA error while running the candidate" in said[0], result.flags

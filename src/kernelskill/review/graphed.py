@@ -23,8 +23,8 @@ which is a graph's where the reference captures (judge_time.bound_timing: conser
 
 Each callable's first capture is of one call alone, and the group is captured only after that one succeeded. A
 capture that a launch on the legacy stream has invalidated fails the next operation inside it: in a group, that is
-the next call's own work (an allocation, a copy), failing half-way through the candidate's code while the caching
-allocator routes the capture's blocks. After such a failure, CUDA-L1's L1/32 HardTanh (a clone, then a kernel on the
+the next call's own work (an allocation, a copy), failing half-way through the candidate's code (what that leaves
+wrong in the process is not known; the caching allocator's capture pool is the first suspect). After such a failure, CUDA-L1's L1/32 HardTanh (a clone, then a kernel on the
 legacy stream) timed correctly eagerly in the same runner, then returned another call's values on the judge's trials
 (246,524 of 262,144 elements wrong; docs/h200/kernelbench session 23, H100), where the judge's own single-call capture
 of the same kernel had failed harmlessly in every earlier run: one call ends at its capture's end, with nothing

@@ -172,9 +172,9 @@ def review(
                 except judge.ReferenceFailed as exc:
                     return _reference_failed(base, ref_outcome, log_dir / "reference.log",
                                              time.perf_counter() - start, str(exc))
-        timing = outcome.results.timing
+        timing, said = outcome.results.timing, outcome.verdict
         capture_retry = (candidate_graphs and not released and not (report is not None and report.ok)
-                         and after_failed_capture(timing.method if timing is not None else None))
+                         and after_failed_capture(timing.method if timing else None, said.error if said else None))
         retrying = retrying or capture_retry
     finally:
         ref_worker.kill()

@@ -185,13 +185,21 @@ CAPTURE_FAILED, CUDA_ERROR = "the graphed protocol's capture was not used", "CUD
 AFTER_CAPTURE_KINDS = ("mismatch", "runtime_error", "crash")
 
 
-def after_failed_capture(method: str | None) -> bool:
+# CUDA's words for an operation refused because a capture was under way or had failed
+CAPTURE_ERRORS = ("during capture", "cudaErrorStreamCapture", "when stream is capturing")
+
+
+def after_failed_capture(method: str | None, error: str | None = None) -> bool:
     """Whether a review that failed is looked at again with the candidate's calls launched one by one: its runner's
-    graphed capture failed with a CUDA error. A capture that failed half-way through a call once left the runner
-    giving the judge's trials other calls' values (CUDA-L1's L1/32, docs/h200/kernelbench session 23), so a failure
-    after one is not the candidate's alone. The runner's words only earn a second look: that review judges the
-    candidate in full, in fresh runners, and times its calls eagerly, held to the reference's graph."""
-    return method is not None and CAPTURE_FAILED in method and CUDA_ERROR in method
+    graphed capture failed with a CUDA error (the time stage's `method` says so), or the runner's own verdict is a
+    CUDA error about a capture (`error`: the time stage itself failed after one). A capture that failed half-way
+    through a call once left the runner giving the judge's trials other calls' values (CUDA-L1's L1/32,
+    docs/h200/kernelbench session 23), so a failure after one is not the candidate's alone. The runner's words only
+    earn a second look: that review judges the candidate in full, in fresh runners, and times its calls eagerly,
+    held to the reference's graph."""
+    if method is not None and CAPTURE_FAILED in method and CUDA_ERROR in method:
+        return True
+    return error is not None and CUDA_ERROR in error and any(words in error for words in CAPTURE_ERRORS)
 
 
 def eager_after_failed_capture(first: ReviewResult, again: ReviewResult) -> ReviewResult:

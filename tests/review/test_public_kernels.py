@@ -79,6 +79,17 @@ def test_a_cuda_graph_over_an_lstm_s_first_weights_passes_as_in_kernelbench_and_
     assert strict.error_kind == "rejected" and "runtime:stale-weights" in strict.error
 
 
+@pytest.mark.skipif(not _cuda(), reason="a CUDA graph needs a GPU (run on the H200: see docs/h200/kernelbench)")
+def test_a_kernel_on_the_legacy_stream_is_timed_eagerly_and_judged_correct_as_in_kernelbench(tmp_path):
+    # CUDA-L1's L1/32 clones its input on the current stream, then launches on the legacy default stream, which no
+    # capture of the per-thread stream may hold. Captured in a group, the capture failed half-way and the judge's
+    # trials then got other calls' values (docs/h200/kernelbench, session 23); KernelBench's harness rates it correct
+    result = run_review("public/cuda_l1/L1_32_problem.py", "public/cuda_l1/L1_32_kernel.py", tmp_path, device="cuda",
+                        rules="kernelbench", timing_protocol="graphed")
+    assert result.correct, result.error
+    assert "the graphed protocol's capture was not used" in result.timing.method, result.timing.method
+
+
 @pytest.mark.skipif(not _cuda(), reason="KernelBench's adversarial kernels are CUDA: judged on a GPU (scripts/trust_check.py)")
 @pytest.mark.parametrize("kernel", ["zero_out", "result_reuse", "non_default_stream"])
 def test_kernelbench_s_own_adversarial_kernels_are_not_correct_at_a_speedup(tmp_path, kernel):

@@ -136,7 +136,7 @@ def _capture(fn: Callable, buffers: list[list], input_sets: list[list],
                 out = fn(*args)
     except Exception:
         torch.cuda.set_stream(current)  # a capture that failed to end leaves its own stream current
-        _settle(device)
+        settle(torch.cuda, device)
         raise
     torch.cuda.set_stream(current)
     _fill(buffers, input_sets, 0)  # ... replayed on the first's
@@ -157,16 +157,21 @@ def _capture_one(fn: Callable, args: list, stream, current, device: torch.device
             fn(*args)
     except Exception as exc:  # noqa: BLE001 - the calls are timed eagerly instead, where an error counts
         torch.cuda.set_stream(current)
-        _settle(device)
+        settle(torch.cuda, device)
         return f"one call captured alone: {type(exc).__name__}: {str(exc)[:300]}"
     torch.cuda.set_stream(current)
     return None
 
 
-def _settle(device: torch.device) -> None:
-    """After a failed capture: the device's queue drained, an error it reports read here (so it does not fail the
-    first eager call that checks for one); a sticky error, the candidate's own fault, surfaces again in its calls."""
+def settle(cuda, device) -> None:
+    """After a failed capture (here and in the judge's batch, worker/judged.py): the device's queue drained and the
+    runtime's last error read (a launch refused during the capture must not fail the first eager call that checks
+    for errors), so the eager calls start clean; a sticky error, the candidate's own fault, surfaces again in them.
+    `cuda`: torch.cuda, or a caller's stand-in for it."""
     try:
-        torch.cuda.synchronize(device)
+        cuda.synchronize(device)
+        cudart = cuda.cudart()
+        if hasattr(cudart, "cudaGetLastError"):
+            cudart.cudaGetLastError()
     except Exception:  # noqa: BLE001
         pass

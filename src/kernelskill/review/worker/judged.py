@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from kernelskill.review.exchange import (BATCH_INPUTS, BATCH_OUTPUTS, _bytes, digest, padded, read_batch,
                                          unmask, word_sums, wrap64, write_outputs)
+from kernelskill.review.graphed import settle
 from kernelskill.review.worker.checks import map_tensors
 
 if TYPE_CHECKING:
@@ -204,7 +205,7 @@ def capture(w: Worker, role: str) -> str | None:
                     kept.add(i, fn(args))
     except Exception as exc:  # noqa: BLE001 - the calls run eagerly instead, where an error counts
         torch.cuda.set_stream(before)  # a capture that failed to end leaves its own stream current (torch's exit)
-        _settle(w)
+        settle(w.torch.cuda, w.device)
         return f"the capture failed: {type(exc).__name__}: {str(exc)[:300]}"
     w.batch_graph = (graph, kept)
     return None
@@ -258,19 +259,6 @@ def _same_bytes(torch, a, b) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     return torch.equal(_bytes(a.contiguous()), _bytes(b.contiguous()))
-
-
-def _settle(w: Worker) -> None:
-    """After a failed capture: the device's queue drained and the runtime's last error read (a launch refused during
-    the capture must not fail the first eager call that checks for errors), so the eager calls start clean; a
-    sticky error, the candidate's own fault, surfaces again in them."""
-    try:
-        _sync(w)
-        cudart = w.torch.cuda.cudart()
-        if hasattr(cudart, "cudaGetLastError"):
-            cudart.cudaGetLastError()
-    except Exception:  # noqa: BLE001
-        pass
 
 
 class _Kept:

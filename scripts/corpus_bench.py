@@ -166,9 +166,10 @@ def with_kernels(corpus: Path, extra: list[str]) -> list[str]:
     levels = [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == "--level"]
     if len(levels) != 1 or "," in levels[0]:
         raise SystemExit("--with-kernels needs exactly one level among the bench options (-- --level N)")
+    from kernelskill.bench.discover import parse_indices
     from kernelskill.llm.corpus import read_index
 
-    wanted = {int(x) for i, a in enumerate(extra[:-1]) if a == "--tasks" for x in extra[i + 1].split(",")}
+    wanted = set().union(*(parse_indices(extra[i + 1]) or set() for i, a in enumerate(extra[:-1]) if a == "--tasks"))
     keep = [e.index for e in read_index(corpus).entries if e.level == levels[0] and e.kernel
             and e.index is not None and (not wanted or e.index in wanted)]
     if not keep:

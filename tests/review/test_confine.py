@@ -388,6 +388,19 @@ print(json.dumps(out))""")
         assert got == {"inet": "ok", "inet6": "ok", "unix": "ok", "unix_connect": "ok"}
 
 
+@pytest.mark.parametrize("filtered", [False, "connect"])
+def test_a_review_worker_s_filter_keeps_it_on_the_cpus_it_was_given(filtered):
+    got = _in_child(f"""
+if {filtered!r} == "connect":
+    confine_os.block_sockets(connect=False)
+try:
+    os.sched_setaffinity(0, os.sched_getaffinity(0))
+    print(json.dumps({{"moved": "ok"}}))
+except OSError as e:
+    print(json.dumps({{"moved": e.errno}}))""")
+    assert got == {"moved": 13 if filtered else "ok"}
+
+
 def socket_server(path: Path) -> Path:
     import socket
 

@@ -188,6 +188,11 @@ def test_stage_announcements_do_not_extend_the_time_limit(tmp_path):
     assert time.monotonic() - start < 60
 
 
+def test_a_candidate_cannot_move_its_runner_to_a_cpu_of_its_choosing(tmp_path):
+    result = run_review(P01, "attacks/pick_cpu.py", tmp_path, rules="kernelbench", guards=_guards())
+    assert not result.correct and "PermissionError" in (result.error or ""), result.error
+
+
 def test_a_candidate_never_shares_its_runner(tmp_path):
     first = run_review(P01, "attacks/leave_state.py", tmp_path / "a", rules="kernelbench", guards=_guards())
     assert first.correct, first.error

@@ -28,8 +28,10 @@ _LIBC.syscall.restype = ctypes.c_long
 
 # per architecture: seccomp(2) and socket(2) numbers and the AUDIT_ARCH value seccomp reports
 _ARCH = {
-    "x86_64": {"seccomp": 317, "socket": 41, "connect": 42, "sendto": 44, "audit": 0xC000003E, "x32": True},
-    "aarch64": {"seccomp": 277, "socket": 198, "connect": 203, "sendto": 206, "audit": 0xC00000B7, "x32": False},
+    "x86_64": {"seccomp": 317, "socket": 41, "connect": 42, "sendto": 44, "sched_setaffinity": 203,
+               "audit": 0xC000003E, "x32": True},
+    "aarch64": {"seccomp": 277, "socket": 198, "connect": 203, "sendto": 206, "sched_setaffinity": 122,
+                "audit": 0xC00000B7, "x32": False},
 }
 _IO_URING_SETUP = 425  # the same on both: io_uring can open sockets without socket(2)
 _LANDLOCK_CREATE, _LANDLOCK_ADD, _LANDLOCK_RESTRICT = 444, 445, 446  # the same on every architecture
@@ -356,8 +358,11 @@ def socket_filter_program(arch: dict, connect: bool = True) -> list[tuple[int, i
     """BPF: socket() only for AF_UNIX, no io_uring, no foreign-ABI (i386, x32) system calls; all else allowed
     (socketpair() among them: a connected pair reaches nothing outside). `connect` False: no connect() either, and
     no sendto() to an address, both failing with ECONNREFUSED: no server on this machine can be reached, a UNIX
-    socket's (tmux, ssh-agent, docker) included. socket(AF_UNIX) itself stays: the CUDA driver makes one at cuInit
-    and fails with 304 without it (seen on the H200), and tolerates a refused connection.
+    socket's (tmux, ssh-agent, docker) included; and no sched_setaffinity() (EACCES): a review worker stays on the
+    CPUs it was given. On the H100 host a loop of launches ran 1.4x faster on two of its sixteen CPUs than on the
+    rest (docs/h200/timing, session 24): a candidate that moved itself there would take a host-bound speedup it did
+    not earn. socket(AF_UNIX) itself stays: the CUDA driver makes one at cuInit and fails with 304 without it (seen
+    on the H200), and tolerates a refused connection.
     seccomp_data: nr at offset 0, arch at 4, args[i] at 16 + 8 i (low 32 bits first, little-endian)."""
     deny = (_RET, 0, 0, _RET_ERRNO | errno.EACCES)
     refused = (_RET, 0, 0, _RET_ERRNO | errno.ECONNREFUSED)
@@ -368,6 +373,7 @@ def socket_filter_program(arch: dict, connect: bool = True) -> list[tuple[int, i
         prog.append(deny)
     if not connect:
         return prog + [
+            (_JEQ, 11, 0, arch["sched_setaffinity"]),  # -> deny
             (_JEQ, 10, 0, _IO_URING_SETUP),  # -> deny
             (_JEQ, 10, 0, arch["connect"]),  # -> refused
             (_JEQ, 3, 0, arch["sendto"]),  # -> its address
@@ -395,8 +401,8 @@ def socket_filter_program(arch: dict, connect: bool = True) -> list[tuple[int, i
 
 def block_sockets(connect: bool = True) -> str:
     """Install the filter on every thread of this process (TSYNC); a socket() of any family but AF_UNIX then fails
-    with EACCES (`connect` False: and connect() and addressed sendto() with ECONNREFUSED). Raises Unavailable where
-    seccomp filters are not permitted."""
+    with EACCES (`connect` False: and connect() and addressed sendto() with ECONNREFUSED, sched_setaffinity() with
+    EACCES). Raises Unavailable where seccomp filters are not permitted."""
     arch = _arch()
     prog = socket_filter_program(arch, connect)
     filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
@@ -407,4 +413,5 @@ def block_sockets(connect: bool = True) -> str:
                "seccomp(SECCOMP_SET_MODE_FILTER)")
     except OSError as exc:
         raise Unavailable(str(exc)) from None
-    return "seccomp filter on socket()" if connect else "seccomp filter on socket(), connect() and sendto()"
+    return ("seccomp filter on socket()" if connect else
+            "seccomp filter on socket(), connect(), sendto() and sched_setaffinity()")

@@ -45,12 +45,37 @@ class _Recorder(TorchDispatchMode):
                 out.copy_(new)
 
 
+class _Allocator:
+    """torch._C's hooks into the caching allocator's capture pools, as torch's allocator keeps them: a capture is
+    underway from its start until its end succeeds (torch's capture_end raises before it ends one CUDA refused)."""
+
+    def __init__(self) -> None:
+        self.underway: list = []
+        self.released: list = []
+
+    def _cuda_endAllocateToPool(self, device, pool) -> None:  # noqa: N802 - torch's name
+        if pool not in self.underway:
+            raise RuntimeError("endAllocatePool: not currently recording to mempool_id")
+        self.underway.remove(pool)
+
+    def _cuda_releasePool(self, device, pool) -> None:  # noqa: N802
+        self.released.append(pool)
+
+
 class _Cuda:
     """torch.cuda as far as capture() uses it; `fail_end`: the capture's end raises (torch's capture_end on an
-    invalidated capture), before torch would put the stream back."""
+    invalidated capture), before torch would put the stream back or end the capture in the allocator (`_C`)."""
 
     def __init__(self, fail_end: bool = False) -> None:
         self.fail_end, self.current, self.log = fail_end, _Stream("default"), []
+        self._C, self.handles = _Allocator(), itertools.count(1)
+        self.end_error = "operation not permitted when stream is capturing"
+
+    def graph_pool_handle(self):
+        return (0, next(self.handles))
+
+    def current_device(self) -> int:
+        return 0
 
     def current_stream(self, device=None):
         return self.current
@@ -83,7 +108,7 @@ class _Cuda:
         g.replay = replay
         return g
 
-    def graph(self, g, stream=None):
+    def graph(self, g, pool=None, stream=None):
         cuda = self
         self.log.append(f"capture on {stream}")
 
@@ -91,12 +116,14 @@ class _Cuda:
             def __enter__(self):
                 cuda.log.append("cache emptied")
                 self.before, cuda.current = cuda.current, stream or _Stream("capture")
+                cuda._C.underway.append(pool)
                 g.recorder.__enter__()
 
             def __exit__(self, *exc):
                 g.recorder.__exit__(*exc)
                 if cuda.fail_end:
-                    raise RuntimeError("operation not permitted when stream is capturing")
+                    raise RuntimeError(cuda.end_error)
+                cuda._C.underway.remove(pool)
                 cuda.current = self.before
                 return False
 
@@ -109,7 +136,7 @@ class _Cuda:
 def _worker(monkeypatch, cuda: _Cuda, forward, sets: int = 4):
     fresh = itertools.count(100)  # every fresh input set differs from the one before
     fake_torch = SimpleNamespace(no_grad=torch.no_grad, empty=torch.empty, Tensor=torch.Tensor, equal=torch.equal, uint8=torch.uint8,
-                                 cuda=cuda)
+                                 cuda=cuda, _C=cuda._C)
     w = SimpleNamespace(torch=fake_torch, device=SimpleNamespace(type="cuda"), batch_graph=None, batch_outputs=[],
                         ref_model=SimpleNamespace(to=lambda device: None), run_reference=forward,
                         make_inputs=lambda seed: [torch.arange(4.0) + next(fresh)], copy_args=lambda a: [x.clone() for x in a])
@@ -131,6 +158,7 @@ def test_a_capture_that_fails_leaves_the_batch_eager_on_the_default_stream_with_
     held = [i for i, e in enumerate(cuda.log) if isinstance(e, tuple)]
     assert held and held[-1] > max(i for i, e in enumerate(cuda.log) if e == "cache emptied"), cuda.log
     assert cuda.log[held[-1]] == ("held", (0, 64, 16)) and "last error read" in cuda.log
+    assert cuda._C.underway == [] and len(cuda._C.released) == 1  # the failed capture ended in the allocator too
 
 
 def test_a_replay_that_differs_from_the_eager_call_leaves_the_batch_eager(monkeypatch, tmp_path):

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from kernelskill.review import graphed, timing
 from kernelskill.review.timing import Timer
-from tests.review.test_batch_graph import _Cuda, _Stream
+from tests.review.test_batch_graph import _Cuda
 
 
 def _sets(n: int = 3) -> list[list[torch.Tensor]]:
@@ -22,7 +22,7 @@ def _sets(n: int = 3) -> list[list[torch.Tensor]]:
 def _capture(monkeypatch, fns, cuda: _Cuda | None = None, group: int = 2):
     cuda = cuda or _Cuda()
     monkeypatch.setattr(graphed, "torch", SimpleNamespace(Tensor=torch.Tensor, equal=torch.equal,
-                                                          allclose=torch.allclose, cuda=cuda))
+                                                          allclose=torch.allclose, cuda=cuda, _C=cuda._C))
     buffers = [[torch.zeros(4)] for _ in range(group)]
     graphs, why = graphed.capture_groups(fns, buffers, _sets(), "cuda")
     return graphs, why, buffers, cuda
@@ -122,9 +122,10 @@ class _Invalidating(_Cuda):
         super().__init__()
         self.invalidated = self.capturing = False
         self.failed_inside = 0
+        self.end_error = "operation failed due to a previous error during capture"
 
-    def graph(self, g, stream=None):
-        inner, cuda = super().graph(g, stream), self
+    def graph(self, g, pool=None, stream=None):
+        inner, cuda = super().graph(g, pool, stream), self
 
         class _Capture:
             def __enter__(self):
@@ -133,12 +134,8 @@ class _Invalidating(_Cuda):
 
             def __exit__(self, *exc):
                 cuda.capturing = False
-                inner.__exit__(*exc)
-                invalidated, cuda.invalidated = cuda.invalidated, False
-                if invalidated:
-                    cuda.current = _Stream("external 2")  # torch's capture_end raised before the stream went back
-                    raise RuntimeError("operation failed due to a previous error during capture")
-                return False
+                cuda.fail_end, cuda.invalidated = cuda.invalidated, False  # the end raises as torch's does
+                return inner.__exit__(*exc)
 
         return _Capture()
 
@@ -169,3 +166,6 @@ def test_a_call_whose_capture_fails_is_never_captured_in_a_group_and_the_device_
     assert graphs == {} and "candidate" in why and "one call captured alone: RuntimeError: operation failed" in why, why
     assert cuda.failed_inside == 0  # no capture of a group was tried: nothing failed half-way through a call
     assert cuda.current == "default" and cuda.log[-2:] == ["synchronized", "last error read"]
+    # and the allocator was told the failed capture is over, its pool released: torch's capture_end raised before
+    # it said so, and the allocator kept the failed capture's pool among those captures allocate to
+    assert cuda._C.underway == [] and len(cuda._C.released) == 1

@@ -33,8 +33,9 @@ of the candidate's half done.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -125,20 +126,14 @@ def _capture(fn: Callable, buffers: list[list], input_sets: list[list],
     # Where the two input sets' outputs agree to the tolerance (a large mean, a constant), the tolerance could not
     # tell a replay that computed nothing from one that did: there the replay must match to the byte
     same = _same if len(other) != len(wanted) or any(not _same(a, b) for a, b in zip(other, wanted)) else _exact
-    why = _capture_one(fn, buffers[0], stream, current, device)
+    why = _capture_one(fn, buffers[0], stream, device)
     if why:
         return None, why
     out = None
     graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph, stream=stream):  # captured on the other set's contents ...
-            for args in buffers:
-                out = fn(*args)
-    except Exception:
-        torch.cuda.set_stream(current)  # a capture that failed to end leaves its own stream current
-        settle(torch.cuda, device)
-        raise
-    torch.cuda.set_stream(current)
+    with capturing(torch, graph, stream, device):  # captured on the other set's contents ...
+        for args in buffers:
+            out = fn(*args)
     _fill(buffers, input_sets, 0)  # ... replayed on the first's
     graph.replay()
     torch.cuda.synchronize(device)
@@ -148,19 +143,46 @@ def _capture(fn: Callable, buffers: list[list], input_sets: list[list],
     return GroupGraph(graph, buffers, out), None
 
 
-def _capture_one(fn: Callable, args: list, stream, current, device: torch.device) -> str | None:
+def _capture_one(fn: Callable, args: list, stream, device: torch.device) -> str | None:
     """One call captured alone (module docstring): why it could not be (None: it could), the stream put back and
     the device settled after a failure."""
     graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(graph, stream=stream):
+        with capturing(torch, graph, stream, device):
             fn(*args)
     except Exception as exc:  # noqa: BLE001 - the calls are timed eagerly instead, where an error counts
-        torch.cuda.set_stream(current)
-        settle(torch.cuda, device)
         return f"one call captured alone: {type(exc).__name__}: {str(exc)[:300]}"
-    torch.cuda.set_stream(current)
     return None
+
+
+@contextmanager
+def capturing(torch_, graph, stream, device) -> Iterator[None]:
+    """`torch_.cuda.graph` on `stream`, with a memory pool of its own, and the process left as it was when the
+    capture fails. torch's capture_end raises when CUDA refuses to end the capture (one a launch on the legacy
+    stream invalidated) before it tells the caching allocator the capture is over: the allocator then keeps the
+    failed capture among those underway, with a filter that names the graph object by address, so that a later
+    graph built at that address may have its allocations put in the failed one's pool. Here,
+    after a failure: the current stream put back (torch's exit would have), the allocator told the capture ended
+    and its pool released (only where it had not ended: a capture that ended owns its pool), the device settled.
+    `torch_`: torch, or a test's stand-in for it (judged.py passes its worker's)."""
+    current = torch_.cuda.current_stream(device)
+    pool = torch_.cuda.graph_pool_handle()
+    try:
+        with torch_.cuda.graph(graph, pool=pool, stream=stream):
+            yield
+    except BaseException:
+        torch_.cuda.set_stream(current)
+        index = getattr(device, "index", None)
+        index = torch_.cuda.current_device() if index is None else index
+        try:
+            torch_._C._cuda_endAllocateToPool(index, pool)
+        except Exception:  # noqa: BLE001 - the capture had ended (the error came after): its graph owns the pool
+            pass
+        else:
+            torch_._C._cuda_releasePool(index, pool)
+        settle(torch_.cuda, device)
+        raise
+    torch_.cuda.set_stream(current)
 
 
 def settle(cuda, device) -> None:

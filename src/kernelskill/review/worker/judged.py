@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from kernelskill.review.exchange import (BATCH_INPUTS, BATCH_OUTPUTS, _bytes, digest, padded, read_batch,
                                          unmask, word_sums, wrap64, write_outputs)
-from kernelskill.review.graphed import settle
+from kernelskill.review.graphed import capturing, settle
 from kernelskill.review.worker.checks import map_tensors
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def capture(w: Worker, role: str) -> str | None:
                 return why
             kept = _Kept(torch, len(w.batch_sets))
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=_capture_stream(w)):
+            with capturing(torch, graph, _capture_stream(w), w.device):
                 for i, args in enumerate(w.batch_sets):
                     kept.add(i, fn(args))
     except Exception as exc:  # noqa: BLE001 - the calls run eagerly instead, where an error counts
@@ -232,7 +232,7 @@ def _replays_exactly(w: Worker, fn) -> str | None:
     torch.cuda.current_stream(w.device).wait_stream(stream)
     kept = _Kept(torch, 1)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
+    with capturing(torch, graph, stream, w.device):
         kept.add(0, fn(graph_args))
     for dst, src in zip(graph_args, args):
         if isinstance(dst, torch.Tensor):

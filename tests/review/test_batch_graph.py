@@ -62,13 +62,28 @@ class _Allocator:
         self.released.append(pool)
 
 
+class _Generator:
+    """A CUDA generator as torch keeps it: a capture marks its state capturing until the capture's end succeeds
+    (torch's capture_end raises first on a capture CUDA refused), and while it is marked every random draw outside
+    a capture raises; the graph-safe switch puts another state in its place."""
+
+    def __init__(self, state: dict | None = None) -> None:
+        self.state = state if state is not None else {"capturing": False}
+
+    def clone_state(self) -> "_Generator":
+        return _Generator(dict(self.state))
+
+    def graphsafe_set_state(self, other: "_Generator") -> None:
+        self.state = other.state
+
+
 class _Cuda:
     """torch.cuda as far as capture() uses it; `fail_end`: the capture's end raises (torch's capture_end on an
     invalidated capture), before torch would put the stream back or end the capture in the allocator (`_C`)."""
 
     def __init__(self, fail_end: bool = False) -> None:
         self.fail_end, self.current, self.log = fail_end, _Stream("default"), []
-        self._C, self.handles = _Allocator(), itertools.count(1)
+        self._C, self.handles, self.default_generators = _Allocator(), itertools.count(1), [_Generator()]
         self.end_error = "operation not permitted when stream is capturing"
 
     def graph_pool_handle(self):
@@ -117,6 +132,7 @@ class _Cuda:
                 cuda.log.append("cache emptied")
                 self.before, cuda.current = cuda.current, stream or _Stream("capture")
                 cuda._C.underway.append(pool)
+                cuda.default_generators[0].state["capturing"] = True
                 g.recorder.__enter__()
 
             def __exit__(self, *exc):
@@ -124,6 +140,7 @@ class _Cuda:
                 if cuda.fail_end:
                     raise RuntimeError(cuda.end_error)
                 cuda._C.underway.remove(pool)
+                cuda.default_generators[0].state["capturing"] = False
                 cuda.current = self.before
                 return False
 
@@ -159,6 +176,7 @@ def test_a_capture_that_fails_leaves_the_batch_eager_on_the_default_stream_with_
     assert held and held[-1] > max(i for i, e in enumerate(cuda.log) if e == "cache emptied"), cuda.log
     assert cuda.log[held[-1]] == ("held", (0, 64, 16)) and "last error read" in cuda.log
     assert cuda._C.underway == [] and len(cuda._C.released) == 1  # the failed capture ended in the allocator too
+    assert not cuda.default_generators[0].state["capturing"]  # and the GPU's random draws work again
 
 
 def test_a_replay_that_differs_from_the_eager_call_leaves_the_batch_eager(monkeypatch, tmp_path):

@@ -21,14 +21,13 @@ alike. The outputs of the timed calls that the time stage checks are those of re
 captured is timed launched one by one, and the judge then holds it against the reference runner's own figure,
 which is a graph's where the reference captures (judge_time.bound_timing: conservative, never in its favour).
 
-Each callable's first capture is of one call alone, and the group is captured only after that one succeeded. A
-capture that a launch on the legacy stream has invalidated fails the next operation inside it: in a group, that is
-the next call's own work (an allocation, a copy), failing half-way through the candidate's code (what that leaves
-wrong in the process is not known; the caching allocator's capture pool is the first suspect). After such a failure, CUDA-L1's L1/32 HardTanh (a clone, then a kernel on the
-legacy stream) timed correctly eagerly in the same runner, then returned another call's values on the judge's trials
-(246,524 of 262,144 elements wrong; docs/h200/kernelbench session 23, H100), where the judge's own single-call capture
-of the same kernel had failed harmlessly in every earlier run: one call ends at its capture's end, with nothing
-of the candidate's half done.
+Each callable's first capture is of one call alone, and the group is captured only after that one succeeded: a
+capture that a launch on the legacy stream has invalidated fails the next operation inside it, which in a group is
+the next call's own work (an allocation, a copy), half-way through the candidate's code. Whatever fails, every
+capture here and in the judge's batch (worker/judged.py) goes through `capturing`, which puts the process back as
+it was: a failed capture had left the GPU's random generator marked as capturing, and CUDA-L1's L1/32 HardTanh (a
+clone, then a kernel on the legacy stream) then failed the judge's trials on inputs its runner had to make on the
+CPU (docs/h200/kernelbench, sessions 23 and 24, H100).
 """
 
 from __future__ import annotations
@@ -158,22 +157,33 @@ def _capture_one(fn: Callable, args: list, stream, device: torch.device) -> str 
 @contextmanager
 def capturing(torch_, graph, stream, device) -> Iterator[None]:
     """`torch_.cuda.graph` on `stream`, with a memory pool of its own, and the process left as it was when the
-    capture fails. torch's capture_end raises when CUDA refuses to end the capture (one a launch on the legacy
-    stream invalidated) before it tells the caching allocator the capture is over: the allocator then keeps the
-    failed capture among those underway, with a filter that names the graph object by address, so that a later
-    graph built at that address may have its allocations put in the failed one's pool. Here,
-    after a failure: the current stream put back (torch's exit would have), the allocator told the capture ended
-    and its pool released (only where it had not ended: a capture that ended owns its pool), the device settled.
-    `torch_`: torch, or a test's stand-in for it (judged.py passes its worker's)."""
+    capture fails. torch's capture_end raises when CUDA refuses to end a capture (one that a launch on the legacy
+    stream invalidated) before its own clean-up, which leaves two things wrong:
+    - the device's default CUDA generator still marked as capturing: every later random draw on the GPU raises
+      ("Offset increment outside graph capture encountered unexpectedly"). A runner makes its inputs on the GPU and,
+      when that raises, on the CPU for the rest of the review: other values than the other runner's for the same
+      seed. CUDA-L1's L1/32 HardTanh (a clone, then a kernel on the legacy stream) then failed the judge's trials
+      with about 246,600 of 262,144 elements wrong, in every judged review of sessions 23 and 24 in which the
+      Timer's capture had failed first (scripts/device/capture_aftermath.py, H100, session 24). The generator is
+      given back the state it had before the capture (a copy taken here; torch's graph-safe state switch);
+    - the caching allocator still counting the capture as underway (which holds back its processing of freed
+      blocks' events for as long as any capture is): it is told the capture ended, and its pool is released where
+      the capture had not ended (a capture that ended owns its pool). In the same measurement this was not what
+      broke L1/32: a later capture's allocations went to its own pool, with or without it.
+    Then the current stream is put back (torch's exit would have) and the device settled. `torch_`: torch, or a
+    test's stand-in for it (judged.py passes its worker's)."""
     current = torch_.cuda.current_stream(device)
+    index = None if isinstance(device, str) else getattr(device, "index", None)  # a name ("cuda"): the current one
+    index = torch_.cuda.current_device() if index is None else index
+    generator = torch_.cuda.default_generators[index]
+    rng = generator.clone_state()
     pool = torch_.cuda.graph_pool_handle()
     try:
         with torch_.cuda.graph(graph, pool=pool, stream=stream):
             yield
     except BaseException:
         torch_.cuda.set_stream(current)
-        index = getattr(device, "index", None)
-        index = torch_.cuda.current_device() if index is None else index
+        generator.graphsafe_set_state(rng)
         try:
             torch_._C._cuda_endAllocateToPool(index, pool)
         except Exception:  # noqa: BLE001 - the capture had ended (the error came after): its graph owns the pool

@@ -192,9 +192,10 @@ CAPTURE_ERRORS = ("during capture", "cudaErrorStreamCapture", "when stream is ca
 def after_failed_capture(method: str | None, error: str | None = None) -> bool:
     """Whether a review that failed is looked at again with the candidate's calls launched one by one: its runner's
     graphed capture failed with a CUDA error (the time stage's `method` says so), or the runner's own verdict is a
-    CUDA error about a capture (`error`: the time stage itself failed after one). A capture that failed half-way
-    through a call once left the runner giving the judge's trials other calls' values (CUDA-L1's L1/32,
-    docs/h200/kernelbench session 23), so a failure after one is not the candidate's alone. The runner's words only
+    CUDA error about a capture (`error`: the time stage itself failed after one). A failed capture once left the
+    runner's GPU random generator unusable, its trial inputs made on the CPU and failed (CUDA-L1's L1/32,
+    docs/h200/kernelbench sessions 23-24; graphed.capturing now repairs it), so a failure after one may not be the
+    candidate's alone. The runner's words only
     earn a second look: that review judges the candidate in full, in fresh runners, and times its calls eagerly,
     held to the reference's graph."""
     if method is not None and CAPTURE_FAILED in method and CUDA_ERROR in method:

@@ -40,7 +40,8 @@ class Worker:
         self.candidate = CandidateCalls(session, self.log, self.guards, self.flags,
                                         request.candidate_path or "<candidate>")
         self.inputs_s = 0.0  # the problem's own cost of making input sets, inside the stages' seconds
-        self.on_device_inputs = True  # get_inputs() runs on the GPU until it fails there
+        self.on_device_inputs = True  # get_inputs() runs on the GPU unless it failed there at the load stage
+        self.inputs_path_fixed = False  # set by the load stage, before any candidate code runs (make_input_sets)
         # load
         self.problem = None  # the request's problem (its source came with the request)
         self.loaded = None  # the problem's module: Model, get_inputs, get_init_inputs
@@ -74,7 +75,12 @@ class Worker:
         the device (the judge's batch: one runner makes them all and hands them on, so no set needs a seed of its
         own, and thousands of small sets cost no reseeding each); the RNG is re-seeded after so it reveals nothing.
         Made on the GPU (factory calls default to it), not on the CPU and copied: seconds less per input set for
-        large problems. A get_inputs() that needs the CPU falls back to the CPU for the whole review."""
+        large problems. A get_inputs() that needs the CPU falls back to the CPU for the whole review, decided at the
+        load stage, before any candidate code has run, so both runners choose alike. Later, the path is fixed: CPU
+        inputs drawn under the same seed hold other values than the GPU's, and a runner that switched would judge
+        its candidate on other inputs than the reference runner's (after a failed graph capture left the GPU's
+        random generator unusable, CUDA-L1's L1/32 failed that way: docs/h200/kernelbench, session 24). A failure
+        there is then an error that says so."""
         from kernelskill.problem import call_entry
 
         start = time.perf_counter()
@@ -85,7 +91,11 @@ class Worker:
             try:
                 with self.device:
                     sets = [call_entry(self.problem, self.loaded.get_inputs, "get_inputs") for _ in range(count)]
-            except Exception:  # noqa: BLE001 - the problem's code, not the candidate's: retried on the CPU below
+            except Exception as exc:  # noqa: BLE001 - at the load stage: the problem's code, retried on the CPU below
+                if self.inputs_path_fixed:
+                    raise RuntimeError("the problem's inputs could no longer be made on the GPU in this runner, as "
+                                       "they were before the candidate's code ran (made on the CPU they would hold "
+                                       f"other values than the other runner's): {exc}") from None
                 self.on_device_inputs = False
         if sets is None:
             random.seed(seed)
@@ -126,6 +136,7 @@ class Worker:
             torch.manual_seed(seeds.init)
             self.ref_model = self.loaded.model_cls(*self.init_inputs).to(self.device)
             self.warm_inputs = self.make_inputs(seeds.warm)
+            self.inputs_path_fixed = True  # GPU or CPU, chosen before any candidate code ran (make_input_sets)
         except Exception as exc:
             if type(exc).__name__ == "ProblemError":
                 raise self.log.fail("bad_problem", str(exc))

@@ -195,9 +195,8 @@ def after_failed_capture(method: str | None, error: str | None = None) -> bool:
     CUDA error about a capture (`error`: the time stage itself failed after one). A failed capture once left the
     runner's GPU random generator unusable, its trial inputs made on the CPU and failed (CUDA-L1's L1/32,
     docs/h200/kernelbench sessions 23-24; graphed.capturing now repairs it), so a failure after one may not be the
-    candidate's alone. The runner's words only
-    earn a second look: that review judges the candidate in full, in fresh runners, and times its calls eagerly,
-    held to the reference's graph."""
+    candidate's alone. The runner's words only earn a second look: that review judges the candidate in full, in
+    fresh runners, and times its calls eagerly, held to the reference's graph."""
     if method is not None and CAPTURE_FAILED in method and CUDA_ERROR in method:
         return True
     return error is not None and CUDA_ERROR in error and any(words in error for words in CAPTURE_ERRORS)

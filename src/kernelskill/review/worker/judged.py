@@ -191,7 +191,6 @@ def capture(w: Worker, role: str) -> str | None:
     and replayed, gives the eager call's bytes exactly; else, or when the capture fails (a launch on the legacy
     default stream, a host synchronization), the batch runs eagerly as before. Returns why not (None: captured)."""
     torch = w.torch
-    before = torch.cuda.current_stream(w.device)
     try:
         with torch.no_grad():
             fn = _forward(w, role)
@@ -204,8 +203,7 @@ def capture(w: Worker, role: str) -> str | None:
                 for i, args in enumerate(w.batch_sets):
                     kept.add(i, fn(args))
     except Exception as exc:  # noqa: BLE001 - the calls run eagerly instead, where an error counts
-        torch.cuda.set_stream(before)  # a capture that failed to end leaves its own stream current (torch's exit)
-        settle(w.torch.cuda, w.device)
+        settle(w.torch.cuda, w.device)  # (a failed capture's stream and state: `capturing` put them back)
         return f"the capture failed: {type(exc).__name__}: {str(exc)[:300]}"
     w.batch_graph = (graph, kept)
     return None

@@ -165,7 +165,9 @@ def one_review(task: dict, protocol: str, device: str, log_dir: Path) -> dict:
             "graphed": ("replayed" if "from a CUDA graph" in t.method else
                         t.method.split("capture was not used (", 1)[1].split("): calls", 1)[0][:200]
                         if "capture was not used" in t.method else None) if t else None,
-            "batch_cpu": os.environ.get("KERNELSKILL_BATCH_CPU")}  # both batches on one CPU (review/quiet.py)
+            # the CPU both runners' timing and batches ran on, and why (review/pinning.py); None: not pinned
+            "timing_cpu": r.judge_batch.timing_cpu if r.judge_batch else None,
+            "timing_cpu_setting": os.environ.get("KERNELSKILL_TIMING_CPU", "auto")}
 
 
 def seed_rows(source: Path, jsonl: Path) -> None:

@@ -104,28 +104,3 @@ def test_the_switch_turns_both_off(build, monkeypatch):
     with builds.quiet():
         time.sleep(0.1)
         assert _state(child) != "T"
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move a thread to one of them")
-def test_where_asked_a_batch_runs_its_runners_main_threads_on_one_cpu_and_puts_them_back(build, monkeypatch):
-    # an experiment's switch (KERNELSKILL_BATCH_CPU): the launch pace of one loop moved by up to 2x between processes
-    # on the H100 host, and the judge's two batches run in two processes; off by default
-    from types import SimpleNamespace
-
-    from kernelskill.errors import KernelSkillError
-
-    parent, child = build
-    runner = SimpleNamespace(proc=SimpleNamespace(pid=parent))
-    before = {pid: os.sched_getaffinity(pid) for pid in (parent, child)}
-    last = max(os.sched_getaffinity(0))
-    builds = Builds()
-    with builds.quiet(runner):  # unset: nothing moves
-        assert {pid: os.sched_getaffinity(pid) for pid in (parent, child)} == before
-    monkeypatch.setenv("KERNELSKILL_BATCH_CPU", "auto")
-    with builds.quiet(runner):
-        assert os.sched_getaffinity(parent) == {last} and os.sched_getaffinity(child) == {last}
-    assert {pid: os.sched_getaffinity(pid) for pid in (parent, child)} == before
-    monkeypatch.setenv("KERNELSKILL_BATCH_CPU", "100000")
-    with pytest.raises(KernelSkillError, match="give one of the CPUs"):
-        with builds.quiet(runner):
-            pass

@@ -48,14 +48,15 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.review.exchange import BATCH_INPUTS, hand_over
 from kernelskill.review.judge_files import (_compare_files, check_digests, compare_samples,  # noqa: F401
                                             comparing_device)
+from kernelskill.review.pinning import CHOOSER, pinned
 from kernelskill.review.quiet import BUILDS
 from kernelskill.review.turns import Kind, Turn
 from kernelskill.review.results import CompileWarmup, JudgeBatch, Mismatch, TimingResult, TimingStats
@@ -135,6 +136,8 @@ class ReferenceRun:
     graph: bool = False  # whether the candidate's runner is asked to capture its batch's calls as a CUDA graph
     # (GRAPHS); the reference's is asked too where the candidate's says it did
     stateful: bool = False
+    cpu: int | None = None  # the CPU both runners' timed work runs on (review/pinning.py), None for none
+    pins_refused: list[str] = field(default_factory=list)  # threads that could not be moved there
     target_s: float = 0.05  # how long a batch should take on this device (BATCH_TARGET_S)
     error: str | None = None  # why the reference runner could not do its part (the review then fails closed)
     seconds: dict[str, float] = field(default_factory=dict)  # its commands, by the judge's clock
@@ -164,6 +167,15 @@ def draw_seeds(n: int) -> list[int]:
     return [secrets.randbits(62) for _ in range(n)]
 
 
+@contextmanager
+def _pinned(worker, ref: ReferenceRun) -> Iterator[None]:
+    """The block's commands to `worker` run on the review's timing CPU (pinning.py); threads that could not be
+    moved there are kept for the record."""
+    with pinned(worker.pid if ref.cpu is not None else None, ref.cpu) as pin:
+        yield
+    ref.pins_refused += pin.refused
+
+
 def _run(worker, command: Command, limit: float) -> tuple[dict | None, float, str | None]:
     """(info, wall seconds, error) of one command; error says why there is no answer."""
     done, wall = worker.command(command, limit)
@@ -180,11 +192,12 @@ def _step(turn: Turn | None, kind: Kind):
 
 
 def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict[str, float],
-                   turn: Turn | None = None) -> ReferenceRun:
+                   turn: Turn | None = None, cpu: int | None = None) -> ReferenceRun:
     """Everything the reference runner does for a review, before the candidate runner has run any candidate code.
-    Under a `turn`, its timing is a timed step and the rest plain ones."""
+    Under a `turn`, its timing is a timed step and the rest plain ones; its timing runs on `cpu` (pinning.py), as
+    both batches and the candidate runner's timing will."""
     run = ReferenceRun(folder=folder, trial_seeds=draw_seeds(JUDGE_TRIALS), batch_seeds=[],
-                       target_s=BATCH_TARGET_S[device])
+                       target_s=BATCH_TARGET_S[device], cpu=cpu)
     with _step(turn, "plain"):  # one step for both commands: each step asked for may wait out others' timed ones
         info, run.seconds["reference_stateful"], error = _run(worker, Command(name="stateful", seeds=draw_seeds(1)),
                                                               limits["verify"])
@@ -200,7 +213,7 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     run.output_bytes = int(info.get("bytes", 0)) // max(1, len(run.trial_seeds))
     if not timing:
         return run
-    with _step(turn, "timed"):
+    with _step(turn, "timed"), _pinned(worker, run):
         info, run.seconds["reference_time"], error = _run(worker, Command(name="time_reference", seeds=draw_seeds(3)),
                                                           limits["time"])
     if error:
@@ -249,7 +262,7 @@ def reference_batch(worker, ref: ReferenceRun, limit: float, graph: bool = False
         worker, Command(name="reserve", seeds=draw_seeds(len(ref.batch_seeds)), reserve_bytes=ref.output_bytes), limit)
     if error:
         raise ReferenceFailed(f"making the reference's batch allocations failed: {error}")
-    with BUILDS.quiet(worker):
+    with BUILDS.quiet(), _pinned(worker, ref):
         ref.batch_walls, error, ref.said = _batch(worker, ref.batch_seeds, ref.folder / "batch", limit,
                                                   ref.output_bytes, ref.mask_key, graph)
     if error:
@@ -339,7 +352,8 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             cut, per_call_s = batch_cut(ref, runner_timing, calls, limits["time"])
             if turn is not None:  # one timed step until the reference's batch has run (or `finally` ends it)
                 turn.begin("timed")
-            with BUILDS.quiet(worker):  # the builds of later candidates stopped while the batch runs (quiet.py)
+            # the builds of later candidates stopped while the batch runs (quiet.py), the runner on the timing CPU
+            with BUILDS.quiet(), _pinned(worker, ref):
                 walls, error, said = _batch(worker, ref.batch_seeds[:calls], cand_folder / "batch", cut,
                                             ref.output_bytes, ref.mask_key, ref.graph)
             began = time.perf_counter()
@@ -406,7 +420,11 @@ def candidate_part(worker, ref: ReferenceRun, cand_folder: Path, atol: float, rt
             report.batch.sampled_calls = len(rest)
             report.batch.runner_calls_s = {"reference": ref.said["calls_s"], "candidate": said["calls_s"]}
             report.batch.graphs = {"reference": ref.said["graph"], "candidate": said["graph"]}
+            report.batch.timing_cpu = CHOOSER.describe(ref.cpu) if ref.cpu is not None else None
             report.flags += flags
+            if ref.pins_refused:
+                report.flags.append(f"timing_cpu_refused: not every thread of the runners could be put on CPU "
+                                    f"{ref.cpu} for their timing ({'; '.join(ref.pins_refused[:3])})")
     finally:
         if dying is not None:
             dying.join()

@@ -14,8 +14,7 @@ Windows from several reviews at once (several GPUs) overlap: the builds continue
 that registers during a window is stopped at once. `KERNELSKILL_QUIET_BUILDS=0` turns both off (to measure what
 they change, side by side).
 
-The same window may also put the batch's runner on one CPU (`on_one_cpu`, `KERNELSKILL_BATCH_CPU`, off by default):
-an experiment on the launch pace's process-to-process moves (docs/h200/trust, session 15).
+The CPU the batch's runner runs on is pinning.py's.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kernelskill.errors import KernelSkillError
 from kernelskill.review.processes import descendants, signal_all, stop_tree
 
 
@@ -59,16 +57,8 @@ class Builds:
             self._pids.discard(pid)
 
     @contextmanager
-    def quiet(self, runner=None) -> Iterator[None]:
-        """Stop every registered build's process tree for the duration of the block (or none, when disabled); and
-        where KERNELSKILL_BATCH_CPU asks, run the main threads of `runner` (the one whose batch the block holds) on
-        one CPU (`on_one_cpu`)."""
-        with on_one_cpu(getattr(getattr(runner, "proc", None), "pid", None)):
-            with self._quiet():
-                yield
-
-    @contextmanager
-    def _quiet(self) -> Iterator[None]:
+    def quiet(self) -> Iterator[None]:
+        """Stop every registered build's process tree for the duration of the block (or none, when disabled)."""
         if not _enabled():
             yield
             return
@@ -106,45 +96,3 @@ def _idle_priority(pid: int) -> None:
                 os.setpriority(os.PRIO_PROCESS, tid, 19)
             except OSError:
                 pass
-
-
-def batch_cpu() -> int | None:
-    """The CPU both runners' batches run on, from KERNELSKILL_BATCH_CPU: a CPU number this process may use, or
-    `auto` (the last of them); None when unset or `off`. An experiment's switch, off by default: on the H100 host
-    the launch pace of one loop moved by up to 2x from process to process (docs/h200/trust, session 15), and the
-    judge's two batches run in two processes."""
-    value = os.environ.get("KERNELSKILL_BATCH_CPU", "").strip().lower()
-    if value in ("", "off"):
-        return None
-    allowed = sorted(os.sched_getaffinity(0))
-    if value == "auto":
-        return allowed[-1]
-    if not value.isdigit() or int(value) not in allowed:
-        raise KernelSkillError(f"KERNELSKILL_BATCH_CPU={value!r}: give one of the CPUs this process may use "
-                         f"({allowed[0]}-{allowed[-1]}), `auto` or `off`")
-    return int(value)
-
-
-@contextmanager
-def on_one_cpu(pid: int | None) -> Iterator[int | None]:
-    """For the block, the main thread of `pid` and of every process under it on `batch_cpu()` (their other threads,
-    the CUDA driver's among them, stay where they were); each put back after. Does nothing without a CPU asked for,
-    and skips a process that is gone or not this user's to move."""
-    cpu = batch_cpu() if pid is not None else None
-    saved: dict[int, set[int]] = {}
-    if cpu is not None:
-        for each in (pid, *descendants(pid)):
-            try:
-                saved[each] = os.sched_getaffinity(each)
-                os.sched_setaffinity(each, {cpu})
-            except OSError:
-                saved.pop(each, None)
-    try:
-        yield cpu
-    finally:
-        for each, cpus in saved.items():
-            try:
-                os.sched_setaffinity(each, cpus)
-            except OSError:
-                pass
-

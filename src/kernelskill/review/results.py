@@ -342,6 +342,8 @@ class JudgeBatch(BaseModel):
     # whether each runner says it replayed its calls as a CUDA graph (None: not asked, on a CPU or a stateful problem;
     # a hint for diagnosis, never used)
     graphs: dict[str, bool | None] = Field(default_factory=dict)
+    # the CPU both runners' timing and batches ran on, and why it (review/pinning.py); None: not pinned
+    timing_cpu: str | None = None
 
 
 class ReviewResult(BaseModel):

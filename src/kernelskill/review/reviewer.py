@@ -24,6 +24,7 @@ from kernelskill.errors import KernelSkillError, ProblemError, SandboxError
 from kernelskill.problem import Problem, read_problem
 from kernelskill.review import judge
 from kernelskill.review.logs import trim_log
+from kernelskill.review.pinning import timing_cpu
 from kernelskill.review.precision import compute_dtypes
 from kernelskill.review.results import Check, CompileResult, CompileWarmup, PolicyResult, Precision, ReviewResult
 from kernelskill.review.caches import owner_key
@@ -121,9 +122,10 @@ def review(
     timeouts = settings.timeouts.model_dump()
     worker_env = candidate_environment(candidate, settings, device, env)
     start = time.perf_counter()
+    cpu = timing_cpu(device, env) if settings.timing else None  # both runners' timed work on it (pinning.py)
     if not settings.guards.judge:  # the runner's own report is the verdict (tests prove the judge's guards so)
         outcome = run_worker(_request(problem, candidate, settings, device, backend), timeouts, log_path, worker_env,
-                             reuse=settings.reuse_worker, progress=say)
+                             reuse=settings.reuse_worker, progress=say, cpu=cpu)
         return _compose(base, outcome, settings, log_path, time.perf_counter() - start, strict_only, problem)
     # 1. the reference runner: the problem's code and nothing else, done before any candidate code runs
     nothing = Candidate(source="", backend="none")
@@ -139,7 +141,7 @@ def review(
     try:
         if backend != "cuda" or device != "cpu":  # a CUDA candidate on a CPU is only compile-checked: no trials
             ref_run = judge.reference_part(ref_worker, Path(ref_worker.scratch) / "judge", device, settings.timing,
-                                           timeouts, turn)
+                                           timeouts, turn, cpu)
         if ref_run is None or not ref_run.batch_seeds:  # nothing left for it: it does not wait out the candidate
             ref_worker.kill(keep_scratch=True)
         ref_seconds = {"reference_start": ref_outcome.stage_seconds.get("start", 0.0),
@@ -152,7 +154,7 @@ def review(
         eager = not candidate_graphs and settings.timing_protocol == "graphed"
         outcome = run_worker(_request(problem, candidate, settings.model_copy(update={"timing_protocol": "robust"})
                                       if eager else settings, device, backend, seeds, judged=True), timeouts, log_path,
-                             worker_env, reuse=settings.reuse_worker, progress=say, turn=turn)
+                             worker_env, reuse=settings.reuse_worker, progress=say, turn=turn, cpu=cpu)
         report = None
         if outcome.awaiting:
             checked_only = outcome.results.compile is not None and outcome.results.compile.checked_only
@@ -160,6 +162,7 @@ def review(
                 outcome.worker.kill()
             else:
                 say("judge: trials and batch")
+                ref_run.pins_refused += outcome.pins_refused
                 try:
                     report = judge.candidate_part(outcome.worker, ref_run, Path(outcome.worker.scratch) / "judge",
                                                   settings.atol, settings.rtol, timeouts,

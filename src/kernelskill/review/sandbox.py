@@ -27,6 +27,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from kernelskill.review import confine
 from kernelskill.review.caches import OWNER_VAR
 from kernelskill.review.logs import LogSink
 from kernelskill.review.processes import descendants, describe_exit, kill_tree  # noqa: F401  (the sandbox's API)
+from kernelskill.review.pinning import pinned
 from kernelskill.review.quiet import BUILDS
 from kernelskill.review.turns import Kind, Turn
 from kernelskill.review.confined import run_confined, zygote_for  # noqa: F401  (the sandbox's API)
@@ -88,6 +90,7 @@ class WorkerOutcome:
     reused: bool = False  # served by a worker that had served before
     awaiting: bool = False  # its stages are over and it waits for the judge's commands (the caller holds it)
     worker: "WorkerProcess | None" = None  # the worker, when awaiting: the caller kills it when done with it
+    pins_refused: list[str] = field(default_factory=list)  # its threads that could not be put on the timing CPU
 
 
 class WorkerProcess:
@@ -170,7 +173,8 @@ class WorkerProcess:
         return code
 
     def serve(self, request: ReviewRequest, timeouts: dict[str, float], log_path: Path,
-              progress: Callable[[str], None] | None = None, turn: Turn | None = None) -> WorkerOutcome:
+              progress: Callable[[str], None] | None = None, turn: Turn | None = None,
+              cpu: int | None = None) -> WorkerOutcome:
         """Send one review and collect its messages until the worker says it is done or waits for commands, dies, or
         runs out of time.
 
@@ -179,11 +183,13 @@ class WorkerProcess:
         held to the sum of the stage limits however the worker announces them. Under a `turn` (a shared device,
         turns.py) the worker waits before each stage for its `go`, sent when the stage's turn comes (the
         `time` stage alone on the device, the others beside other reviews' plain steps); the clocks stand still
-        while the worker waits for its turn or is stopped for another review's timed step."""
+        while the worker waits for its turn or is stopped for another review's timed step. With a `cpu`, the worker
+        waits for its `go` too, and its `time` stage runs on that CPU (pinning.py)."""
         outcome = WorkerOutcome()
         self.turn = turn
         if turn is not None:
             turn.add(self.proc.pid)
+        if turn is not None or cpu is not None:
             request = request.model_copy(update={"gated": True})
         clock = self._clock(turn)
         # a worker started for this review: its start-up is the review's, and counts against the load stage's limit;
@@ -199,42 +205,46 @@ class WorkerProcess:
         if not self.send(request):
             outcome.returncode = self.kill()
             return outcome
-        while not (outcome.finished or outcome.awaiting):
-            remaining = min(stage_deadline, total_deadline) - clock()
-            if remaining <= 0:
-                outcome.timed_out = True
-                outcome.stage = outcome.stage or "load"
-                break
-            messages = self._read(min(remaining, 0.5))
-            if messages is None:
-                break  # the worker died mid-review
-            for message in messages:
-                if isinstance(message, ReadyMessage):
-                    outcome.stage_seconds["start"] = round(clock() - began, 3)
-                    self.sandbox = outcome.sandbox = message.sandbox
-                elif isinstance(message, StageMessage):
-                    index = STAGES.index(message.stage)
-                    if index > reached:
-                        reached, outcome.stage = index, message.stage
-                        if turn is not None:
-                            turn.end()
-                            if STAGE_TURNS[message.stage] is not None:
-                                total_deadline += turn.begin(STAGE_TURNS[message.stage])
-                            self._send_line(Command(name="go").model_dump_json())
-                        stage_deadline = clock() + timeouts[message.stage]
-                        if progress is not None:
-                            progress(message.stage)
-                elif isinstance(message, UpdateMessage):
-                    outcome.results = outcome.results.merged(message.data)
-                elif isinstance(message, StageSecondsMessage):
-                    outcome.stage_seconds[message.stage] = message.seconds
-                elif isinstance(message, VerdictMessage):
-                    outcome.verdict = message
-                elif isinstance(message, AwaitingMessage):
-                    outcome.awaiting = True
+        with ExitStack() as pins:  # the time stage's CPU, given back when the stages are over
+            while not (outcome.finished or outcome.awaiting):
+                remaining = min(stage_deadline, total_deadline) - clock()
+                if remaining <= 0:
+                    outcome.timed_out = True
+                    outcome.stage = outcome.stage or "load"
                     break
-                elif isinstance(message, DoneMessage):
-                    outcome.done, outcome.finished = message, True
+                messages = self._read(min(remaining, 0.5))
+                if messages is None:
+                    break  # the worker died mid-review
+                for message in messages:
+                    if isinstance(message, ReadyMessage):
+                        outcome.stage_seconds["start"] = round(clock() - began, 3)
+                        self.sandbox = outcome.sandbox = message.sandbox
+                    elif isinstance(message, StageMessage):
+                        index = STAGES.index(message.stage)
+                        if index > reached:
+                            reached, outcome.stage = index, message.stage
+                            if turn is not None:
+                                turn.end()
+                                if STAGE_TURNS[message.stage] is not None:
+                                    total_deadline += turn.begin(STAGE_TURNS[message.stage])
+                            if message.stage == "time":
+                                outcome.pins_refused = pins.enter_context(pinned(self.pid, cpu)).refused
+                            if request.gated:
+                                self._send_line(Command(name="go").model_dump_json())
+                            stage_deadline = clock() + timeouts[message.stage]
+                            if progress is not None:
+                                progress(message.stage)
+                    elif isinstance(message, UpdateMessage):
+                        outcome.results = outcome.results.merged(message.data)
+                    elif isinstance(message, StageSecondsMessage):
+                        outcome.stage_seconds[message.stage] = message.seconds
+                    elif isinstance(message, VerdictMessage):
+                        outcome.verdict = message
+                    elif isinstance(message, AwaitingMessage):
+                        outcome.awaiting = True
+                        break
+                    elif isinstance(message, DoneMessage):
+                        outcome.done, outcome.finished = message, True
         if turn is not None:
             turn.end()  # its stages are over: the judge's commands take steps of their own
         self._drain()
@@ -331,7 +341,7 @@ class WorkerPool:
 
     def run(self, request: ReviewRequest, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
             reuse: bool = True, progress: Callable[[str], None] | None = None,
-            turn: Turn | None = None) -> WorkerOutcome:
+            turn: Turn | None = None, cpu: int | None = None) -> WorkerOutcome:
         # a compile warm-up's worker serves only warm-ups: it keeps torch.compile's changes (worker/session.py)
         key = (request.device, request.mode == "warm", tuple(sorted(env.items())))
         self._expire(key)
@@ -352,7 +362,7 @@ class WorkerPool:
             BUILDS.add(worker.pid)
         try:
             outcome = worker.serve(request.model_copy(update={"log_path": str(log_path)}), timeouts, log_path,
-                                   progress, turn)
+                                   progress, turn, cpu)
         finally:
             if building:
                 BUILDS.discard(worker.pid)
@@ -474,5 +484,6 @@ atexit.register(POOL.close)
 
 def run_worker(request: ReviewRequest, timeouts: dict[str, float], log_path: Path, env: dict[str, str],
                reuse: bool = True, progress: Callable[[str], None] | None = None,
-               turn: Turn | None = None) -> WorkerOutcome:
-    return POOL.run(request, timeouts, log_path, env, reuse=reuse, progress=progress, turn=turn)
+               turn: Turn | None = None, cpu: int | None = None) -> WorkerOutcome:
+    """One review's worker, run through its stages (`cpu`: the CPU its `time` stage runs on, pinning.py)."""
+    return POOL.run(request, timeouts, log_path, env, reuse=reuse, progress=progress, turn=turn, cpu=cpu)

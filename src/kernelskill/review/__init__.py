@@ -20,7 +20,9 @@ the batch (judge.py says how), and where it is not confirmed both sides are put 
 a GPU, a claim missed by no more than a busy host's hiccup first gets a second review, fresh runners and inputs,
 and the lower figure stands unless that batch confirms it); a batch far slower than its claimed pace is cut at a
 limit of the judge's (verdict: timeout). While either batch runs,
-the builds of later candidates are stopped (quiet.py), so a host-bound kernel's pace is not the compilers'. A GPU
+the builds of later candidates are stopped (quiet.py), so a host-bound kernel's pace is not the compilers'; and on a
+GPU both runners' timed work runs on one CPU the judge picks and moves them to (pinning.py, with its probe pace.py),
+so the two sides' host paces are one CPU's, not each process's draw. A GPU
 may hold a few reviews at once (turns.py): their untimed steps run side by side, each timed step (the reference's
 timing, the runner's timing stage, the two batches) waits until no other step runs, and while it runs every other
 review's runners are stopped; runners start each stage and command only when given their turn. The
@@ -53,6 +55,8 @@ A map of the package, in the order a review goes through it:
   a /proc and a /dev/shm of its own;
   a layer that cannot be applied stops the review. ncu and the program it profiles are confined together by
   confine_ncu.py.
+- the timing CPU (pinning.py, pace.py): which CPU both runners time on, and moving every thread of a runner there
+  and back from this side.
 - turns (turns.py): a device shared by several reviews, untimed steps side by side, each timed step alone, every
   other review's runners stopped while it runs and its clocks paused meanwhile.
 - the problem probe (probe.py): the one place problem code runs outside a review, a confined zygote child that

@@ -279,14 +279,14 @@ def test_both_runners_are_asked_alike_for_a_graph_on_a_gpu_and_what_they_say_of_
                      ("cuda", "off", 3.0, 6.5): False}
 
 
-def _judged_on(tmp_path, cand_worker, ref_worker, graph: bool = False):
+def _judged_on(tmp_path, cand_worker, ref_worker, graph: bool = False, cpu: int | None = None):
     import torch
 
     from kernelskill.review.exchange import BATCH_INPUTS, write_outputs
     from kernelskill.review.judge import candidate_part
 
     ref = ReferenceRun(folder=tmp_path / "ref" / "judge", trial_seeds=[], batch_seeds=list(range(10)),
-                       stats=TimingStats.from_samples([0.5] * 8), output_bytes=16, graph=graph)
+                       stats=TimingStats.from_samples([0.5] * 8), output_bytes=16, graph=graph, cpu=cpu)
     (ref.folder / "batch").mkdir(parents=True)
     write_outputs(ref.folder / "batch" / BATCH_INPUTS, [[torch.full((4,), float(i))] for i in range(10)])
     return candidate_part(cand_worker, ref, tmp_path / "cand" / "judge", 1e-4, 1e-4, {"verify": 5, "time": 5},
@@ -559,3 +559,44 @@ def test_a_candidate_timed_eagerly_against_a_graphed_reference_is_held_to_the_gr
     assert result.speedup == pytest.approx(1.0)  # 0.5 / 0.5: the reference runner's figure, not the runner's 0.7
     said = [f.split(":")[0] for f in flags if f.startswith(("reference_graphed", "reference_slowed"))]
     assert said == (["reference_slowed"] if runner_graphed else ["reference_graphed"])
+
+
+def test_the_timing_cpu_holds_only_the_timed_commands_and_the_compile_runs_before_on_every_cpu(tmp_path, monkeypatch):
+    # both runners' timed work on one CPU (review/pinning.py), and only it: torch.compile(Model) for `--baseline
+    # compile` is made ready in a command of its own first, untimed and on every CPU (Inductor's workers held to one
+    # CPU with the timing loop would take minutes), then timed beside the reference on the timing CPU
+    from contextlib import contextmanager
+
+    from kernelskill.review.pinning import Pin
+
+    events: list = []
+    held: list = []
+
+    @contextmanager
+    def pinned(pid, cpu):
+        held.append(cpu)
+        events.append(("pin", cpu))
+        yield Pin(cpu=cpu, moved=1)
+        events.append(("unpin", cpu))
+        held.pop()
+
+    monkeypatch.setattr(judge, "pinned", pinned)
+    ref_worker = _FakeRunner("reference", events, tmp_path / "ref")
+    ref_worker.pid = 11
+    run = judge.reference_part(ref_worker, tmp_path / "ref" / "judge", "cuda", True, {"verify": 5, "time": 5},
+                               cpu=3, compiled=True)
+    assert run.error is None and run.cpu == 3, run.error
+    names = [e[1] for e in events if e[0] in ("reference", "pin", "unpin")]
+    assert names == ["stateful", "outputs", "baseline", 3, "time_reference", 3, "inputs"], events
+    cand_worker = _FakeRunner("candidate", events, tmp_path / "cand")
+    cand_worker.pid = 12
+    events.clear()
+    report = _judged_on(tmp_path / "b", cand_worker, ref_worker, cpu=3)
+    assert report.ok and "CPU 3" in (report.batch.timing_cpu or ""), report
+    # each batch's three parts, and nothing else, on the CPU: the candidate's, then (its runner dead) the reference's
+    order = [e[1] if e[0] in ("pin", "unpin") else e for e in events]
+    pins = [i for i, e in enumerate(order) if e == 3]
+    assert len(pins) == 4, order
+    assert order[pins[0] + 1:pins[1]] == [("candidate", n) for n in ("prepare", "calls", "commit")], order
+    assert order[pins[2] + 1:pins[3]] == [("reference", n) for n in ("prepare", "calls", "commit")], order
+    assert pins[2] > order.index(("candidate", "killed")), order

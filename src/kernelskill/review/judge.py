@@ -192,10 +192,11 @@ def _step(turn: Turn | None, kind: Kind):
 
 
 def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict[str, float],
-                   turn: Turn | None = None, cpu: int | None = None) -> ReferenceRun:
+                   turn: Turn | None = None, cpu: int | None = None, compiled: bool = False) -> ReferenceRun:
     """Everything the reference runner does for a review, before the candidate runner has run any candidate code.
     Under a `turn`, its timing is a timed step and the rest plain ones; its timing runs on `cpu` (pinning.py), as
-    both batches and the candidate runner's timing will."""
+    both batches and the candidate runner's timing will. `compiled` (`--baseline compile`): torch.compile(Model) is
+    made ready first, in a plain step on every CPU, and timed beside the reference."""
     run = ReferenceRun(folder=folder, trial_seeds=draw_seeds(JUDGE_TRIALS), batch_seeds=[],
                        target_s=BATCH_TARGET_S[device], cpu=cpu)
     with _step(turn, "plain"):  # one step for both commands: each step asked for may wait out others' timed ones
@@ -213,6 +214,12 @@ def reference_part(worker, folder: Path, device: str, timing: bool, limits: dict
     run.output_bytes = int(info.get("bytes", 0)) // max(1, len(run.trial_seeds))
     if not timing:
         return run
+    if compiled:
+        with _step(turn, "plain"):
+            _, run.seconds["reference_baseline"], error = _run(worker, Command(name="baseline"), limits["time"])
+        if error:
+            run.error = f"making torch.compile(Model) ready in the reference runner failed: {error}"
+            return run
     with _step(turn, "timed"), _pinned(worker, run):
         info, run.seconds["reference_time"], error = _run(worker, Command(name="time_reference", seeds=draw_seeds(3)),
                                                           limits["time"])

@@ -141,7 +141,7 @@ def review(
     try:
         if backend != "cuda" or device != "cpu":  # a CUDA candidate on a CPU is only compile-checked: no trials
             ref_run = judge.reference_part(ref_worker, Path(ref_worker.scratch) / "judge", device, settings.timing,
-                                           timeouts, turn, cpu)
+                                           timeouts, turn, cpu, settings.baseline == "compile")
         if ref_run is None or not ref_run.batch_seeds:  # nothing left for it: it does not wait out the candidate
             ref_worker.kill(keep_scratch=True)
         ref_seconds = {"reference_start": ref_outcome.stage_seconds.get("start", 0.0),

@@ -160,12 +160,12 @@ class AwaitingMessage(_Wire):
 class Command(_Wire):
     """One thing the judge asks of a runner that waits (review/judge.py): `outputs` (one call per seed, each output
     written to out_dir/<i>.out), the batch's three parts `prepare` (input sets from the seeds), `calls` (one call
-    each, back to back: the part the judge's clock bounds) and `commit` (every output written), `time_reference`
-    and `stateful` (reference runner only), `reserve` (candidate runner only, before its batch), `go` (a gated runner may
+    each, back to back: the part the judge's clock bounds) and `commit` (every output written), `baseline` (torch.compile
+    of the reference made ready, before its timing), `time_reference` and `stateful` (reference runner only), `reserve` (candidate runner only, before its batch), `go` (a gated runner may
     start the stage it announced: review/turns.py) and `end`."""
 
-    name: Literal["outputs", "inputs", "reserve", "prepare", "calls", "commit", "time_reference", "stateful", "go",
-                  "end"]
+    name: Literal["outputs", "inputs", "reserve", "prepare", "calls", "commit", "baseline", "time_reference", "stateful",
+                  "go", "end"]
     seeds: list[int] = Field(default_factory=list)
     out_dir: str | None = None
     reserve_bytes: int = Field(default=0, ge=0, le=1 << 34)  # `reserve`, `prepare`: one call's outputs

@@ -343,12 +343,23 @@ def commit(w: Worker, role: str, seeds: list[int], out_dir: str) -> dict:
     return {"bytes": written}
 
 
+def ready_compiled(w: Worker) -> dict:
+    """`--baseline compile`: torch.compile(Model) compiled (or loaded from Inductor's cache: a bench warms it into
+    the reference runner's caches) and called once, before the timing, as its own command: the judge runs it as an
+    untimed step, on every CPU (a compile's workers pinned to the timing CPU with the loop would take minutes)."""
+    from kernelskill.review.worker.baseline import ready_baseline
+
+    compiled, warmed, failed = ready_baseline(w)
+    w.baseline = (compiled, warmed, failed)
+    return {"compiled": compiled is not None, "seconds": warmed.seconds if warmed else None, "error": failed}
+
+
 def time_reference(w: Worker, input_seeds: list[int]) -> dict:
     """The reference timed as the candidate runner times it (the same Timer and protocol), in a process where no
     candidate code ever ran: the figure the judge holds the candidate runner's own reference timing against. With
-    `--baseline compile`, torch.compile(Model) is compiled here first (or loaded from Inductor's cache: a bench warms
-    it into the reference runner's caches) and timed in the same loop, interleaved with the reference: the compile
-    baseline is a timing figure too, and a candidate's process could slow it."""
+    `--baseline compile`, torch.compile(Model), made ready by `baseline` (ready_compiled; here, where that was not
+    asked), is timed in the same loop, interleaved with the reference: the compile baseline is a timing figure too,
+    and a candidate's process could slow it."""
     from kernelskill.review.results import TimingStats
     from kernelskill.review.timing import PREFILL_MAX_S, Timer, graphs, protocol_limits
     from kernelskill.review.worker.baseline import ready_baseline
@@ -357,7 +368,7 @@ def time_reference(w: Worker, input_seeds: list[int]) -> dict:
     fns = {"reference": lambda *a: w.run_reference(list(a))}
     found: dict = {}
     if w.settings.baseline == "compile":
-        compiled, warmed, failed = ready_baseline(w)
+        compiled, warmed, failed = w.baseline or ready_baseline(w)
         if compiled is not None:
             fns["compiled_reference"] = compiled
             found["compile_warmup"] = warmed.model_dump(mode="json")

@@ -108,7 +108,9 @@ def commands(channel: Channel, worker: Worker) -> bool:
         if command.name == "end":
             return True
         try:
-            if command.name == "time_reference":
+            if command.name == "baseline":
+                info = judged.ready_compiled(worker)
+            elif command.name == "time_reference":
                 info = judged.time_reference(worker, command.seeds)
             elif command.name == "stateful":
                 info = {"stateful": judged.stateful(worker, command.seeds[0])}

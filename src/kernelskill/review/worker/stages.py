@@ -64,6 +64,7 @@ class Worker:
         self.batch_buffer = None  # the batch's input sets, still masked until `calls` (exchange.read_batch)
         self.batch_words = 0  # the masked data region's length in 8-byte words
         self.batch_graph = None  # the batch's calls captured by `prepare` (judged.capture), replayed by `calls`
+        self.baseline = None  # torch.compile(Model) made ready by `baseline` (judged.ready_compiled), for its timing
 
     # inputs -------------------------------------------------------------------------------------------------
     def make_inputs(self, seed: int) -> list:

@@ -76,23 +76,58 @@ def test_nothing_moves_without_a_cpu(runner):
     assert pin.moved == 0
 
 
-def test_the_setting_names_the_cpus_or_says_what_it_takes(monkeypatch):
-    chooser = pinning._Chooser()
+def _ranked(monkeypatch) -> None:
+    """A probe that ranks the last CPU fastest, then the first."""
     monkeypatch.setattr(pinning, "probe", lambda device="cuda": pinning.Choice(cpus=[CPUS[-1], CPUS[0]],
                                                                               paces_us={CPUS[-1]: 9.0, CPUS[0]: 20.0}))
+
+
+def test_the_setting_names_the_cpus_or_says_what_it_takes(monkeypatch, tmp_path):
+    chooser = pinning._Chooser(tmp_path)
+    _ranked(monkeypatch)
     assert chooser.cpu("cpu") is None  # auto: a CPU review's timed calls keep their threads' CPUs
     assert chooser.cpu("cuda", {"CUDA_VISIBLE_DEVICES": "0"}) == CPUS[-1]  # the probe's fastest
     assert chooser.cpu("cuda", {"CUDA_VISIBLE_DEVICES": "0"}) == CPUS[-1]  # the same GPU, the same CPU
     assert chooser.cpu("cuda", {"CUDA_VISIBLE_DEVICES": "1"}) == CPUS[0]  # another GPU times beside it: another CPU
     assert "9.0 us a launch" in chooser.describe(CPUS[-1])
+    chooser.reset()
     monkeypatch.setenv(pinning.ENV, "off")
-    assert pinning._Chooser().cpu("cuda") is None
+    assert pinning._Chooser(tmp_path).cpu("cuda") is None
     monkeypatch.setenv(pinning.ENV, f"{CPUS[0]}")
-    assert pinning._Chooser().cpu("cpu") == CPUS[0]  # named: a CPU review too
+    assert pinning._Chooser(tmp_path).cpu("cpu") == CPUS[0]  # named: a CPU review too
     for bad in ("fast", "100000", f"{CPUS[0]},x"):
         monkeypatch.setenv(pinning.ENV, bad)
         with pytest.raises(KernelSkillError, match="give `auto`, `off`, or CPU numbers"):
-            pinning._Chooser().cpu("cuda")
+            pinning._Chooser(tmp_path).cpu("cuda")
+
+
+def test_processes_that_time_on_one_machine_each_claim_a_cpu_of_their_own(monkeypatch, tmp_path):
+    # a Ray node's workers each review on a GPU of their own, each in its own process: each would pick the probe's
+    # fastest CPU, and their timed calls would share it
+    _ranked(monkeypatch)
+    first, second, third = (pinning._Chooser(tmp_path) for _ in range(3))
+    assert first.cpu("cuda") == CPUS[-1]
+    assert second.cpu("cuda") == CPUS[0]
+    assert third.cpu("cuda") == CPUS[-1] and "every CPU was claimed" in third.describe(CPUS[-1])
+    assert "claimed" not in first.describe(CPUS[-1])
+    second.reset()  # a process that ends gives its claim back (the kernel drops its lock)
+    fourth = pinning._Chooser(tmp_path)
+    assert fourth.cpu("cuda") == CPUS[0]
+    for each in (first, third, fourth):
+        each.reset()
+    # a lock held by another process, as the kernel sees it
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(tmp_path / f'{CPUS[-1]}.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)\n")], stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert pinning._Chooser(tmp_path).cpu("cuda") == CPUS[0]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert pinning._Chooser(tmp_path).cpu("cuda") == CPUS[-1]
 
 
 def test_the_probe_times_launches_on_each_cpu():

@@ -11,7 +11,8 @@ So the judge runs both runners' timed work on one CPU, every thread of each runn
 from this side (a runner cannot move itself: its seccomp filter refuses `sched_setaffinity`, review/confine_os.py):
 the reference runner's timing and batch, the candidate runner's `time` stage and batch. The CPU is the fastest
 launcher of those this process may use, found once per process by `python -m kernelskill.review.pace` (our own code,
-no candidate's: a short launch loop on each CPU), and one CPU per GPU where several GPUs time at once.
+no candidate's: a short launch loop on each CPU), and one CPU per GPU where several GPUs time at once, in this
+process or in others on the machine (each CPU claimed by a lock file).
 
 `KERNELSKILL_TIMING_CPU`: `auto` (the default: the probe's choice), `off`, or CPU numbers (`3`, or `3,11` for the
 GPUs in the order their first reviews come). CPU reviews are not pinned unless CPUs are named: their timed calls
@@ -20,19 +21,23 @@ use several threads of their own.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kernelskill.errors import KernelSkillError
 from kernelskill.review.processes import descendants
 
 ENV = "KERNELSKILL_TIMING_CPU"
+CLAIMS = Path(tempfile.gettempdir()) / f"kernelskill-timing-cpus-{os.getuid()}"  # one lock file per CPU claimed
 PROBE_LIMIT_S = 60.0
 
 
@@ -45,10 +50,17 @@ class Choice:
 
 
 class _Chooser:
-    def __init__(self) -> None:
+    """This process's timing CPUs, one per GPU. Each is claimed on this machine (a lock file held while the process
+    lives, CLAIMS): processes that review on other GPUs of the machine at once (a Ray node's workers, two `bench`
+    runs) each take another CPU; where every CPU is claimed, the first of the ranking is shared, and said so."""
+
+    def __init__(self, claims: Path | None = None) -> None:
         self._lock = threading.Lock()
         self._choice: Choice | None = None
         self._taken: dict[str, int] = {}  # the GPUs' key (CUDA_VISIBLE_DEVICES) -> its CPU
+        self._claims = claims or CLAIMS
+        self._held: dict[int, int] = {}  # CPU -> the open lock file that claims it
+        self.shared: set[int] = set()  # CPUs taken although another process had claimed them
 
     def cpu(self, device: str, env: dict[str, str] | None = None) -> int | None:
         """The CPU the timed work of a review on `device` runs on (env: the runners' extra environment, whose
@@ -66,23 +78,47 @@ class _Chooser:
                 if self._choice is None:
                     self._choice = probe()
                 ranked = self._choice.cpus
-            free = [c for c in ranked if c not in self._taken.values()] or ranked
-            self._taken[key] = free[0]
-            return free[0]
+            cpu = next((c for c in ranked if c not in self._taken.values() and self._claim(c)), None)
+            if cpu is None:
+                cpu = ranked[0]
+                self.shared.add(cpu)
+            self._taken[key] = cpu
+            return cpu
+
+    def _claim(self, cpu: int) -> bool:
+        """Whether this process now holds `cpu`'s lock file (a lock no process on this machine holds; released by
+        the kernel when this process ends). A folder that cannot be made or locked claims nothing: every CPU then
+        counts as free, as before claims existed."""
+        try:
+            self._claims.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self._claims / f"{cpu}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._held[cpu] = fd
+        return True
 
     def describe(self, cpu: int) -> str:
         """One line on why `cpu` times the calls, for the review's record."""
         choice = self._choice
+        shared = ", shared with another process's timing: every CPU was claimed" if cpu in self.shared else ""
         if choice is None or not choice.paces_us:
             why = choice.how if choice is not None else f"named by {ENV}"
-            return f"timed calls of both runners on CPU {cpu} ({why})"
+            return f"timed calls of both runners on CPU {cpu} ({why}{shared})"
         paces = sorted(choice.paces_us.values())
         return (f"timed calls of both runners on CPU {cpu}: {choice.paces_us.get(cpu, 0.0):.1f} us a launch by the "
-                f"judge's probe, against a median of {paces[len(paces) // 2]:.1f} us over {len(paces)} CPUs")
+                f"judge's probe, against a median of {paces[len(paces) // 2]:.1f} us over {len(paces)} CPUs{shared}")
 
     def reset(self) -> None:
+        """Forget the choice and give the claims back."""
         with self._lock:
-            self._choice, self._taken = None, {}
+            for fd in self._held.values():
+                os.close(fd)
+            self._choice, self._taken, self._held, self.shared = None, {}, {}, set()
 
 
 def _allowed() -> list[int]:

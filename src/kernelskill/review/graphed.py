@@ -197,10 +197,10 @@ def capturing(torch_, graph, stream, device) -> Iterator[None]:
 
 def settle(cuda, device) -> None:
     """After a failed capture (here and in the judge's batch, worker/judged.py): the device's queue drained, and the
-    runtime's last error read where torch's cudart bindings offer `cudaGetLastError` (torch 2.x's do not: there only
-    the drain happens, and a launch error left unread by the capture would fail the first eager call that checks,
-    which the review's second, eager review then answers: verdict.after_failed_capture); a sticky error, the
-    candidate's own fault, surfaces again in the eager calls. `cuda`: torch.cuda, or a caller's stand-in for it."""
+    runtime's last error read where torch's cudart bindings offer `cudaGetLastError` (torch 2.x's do not, so there
+    only the drain happens; torch's own CUDA check reads, and so clears, that error when it raises one, as a refused
+    capture's end does); a sticky error, the candidate's own fault, surfaces again in the eager calls. `cuda`:
+    torch.cuda, or a caller's stand-in for it."""
     try:
         cuda.synchronize(device)
         cudart = cuda.cudart()

@@ -12,16 +12,18 @@ import json
 import os
 import time
 
+from kernelskill.review.processes import threads
+
 LAUNCHES = 400
 LOOPS = 3
 WARMUP = 100
 
 
 def _move(cpu: int) -> None:
-    for tid in os.listdir("/proc/self/task"):
+    for tid in threads(os.getpid()):
         try:
-            os.sched_setaffinity(int(tid), {cpu})
-        except (ProcessLookupError, ValueError):
+            os.sched_setaffinity(tid, {cpu})
+        except ProcessLookupError:
             pass
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelskill.errors import KernelSkillError
-from kernelskill.review.processes import descendants
+from kernelskill.review.processes import descendants, threads
 
 ENV = "KERNELSKILL_TIMING_CPU"
 CLAIMS = Path(tempfile.gettempdir()) / f"kernelskill-timing-cpus-{os.getuid()}"  # one lock file per CPU claimed
@@ -170,13 +170,7 @@ def timing_cpu(device: str, env: dict[str, str] | None = None) -> int | None:
 
 def _threads(pid: int) -> list[int]:
     """Every thread of `pid` and of each process under it."""
-    found: list[int] = []
-    for each in (pid, *descendants(pid)):
-        try:
-            found += [int(t) for t in os.listdir(f"/proc/{each}/task")]
-        except OSError:
-            pass
-    return found
+    return [tid for each in (pid, *descendants(pid)) for tid in threads(each)]
 
 
 @dataclass

@@ -27,6 +27,14 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
+def threads(pid: int) -> list[int]:
+    """The thread ids of `pid` (none for a process that is gone)."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
 def descendants(pid: int) -> list[int]:
     tree, found, todo = _children(), [], [pid]
     while todo:

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kernelskill.review.processes import descendants, signal_all, stop_tree
+from kernelskill.review.processes import descendants, signal_all, stop_tree, threads
 
 
 def _enabled() -> bool:
@@ -84,11 +84,7 @@ BUILDS = Builds()
 def _idle_priority(pid: int) -> None:
     """SCHED_IDLE for every thread of `pid` (the processes it starts later inherit it); nice 19 where that policy is
     refused. A scheduling preference only: the stop above is what holds during a batch."""
-    try:
-        threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        threads = [pid]
-    for tid in threads:
+    for tid in threads(pid) or [pid]:
         try:
             os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
         except (OSError, AttributeError):
